@@ -1,0 +1,1 @@
+"""agent-train: a thin masked-GRPO trainer over async HTTP rollouts."""

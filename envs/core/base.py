@@ -1,0 +1,224 @@
+"""Base classes of agentrl's text environments.
+
+`TextEnv` holds what every multi-turn text env shares (spaces, turn counting, `max_turns`
+truncation, the transcript, ansi rendering). `ToolEnv` adds the tool-calling action format on
+top, so a concrete env only defines its world and its `@tool` methods.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from agentrl.core.parsing import ParseFailure, parse_tool_calls
+from agentrl.core.results import StepResult
+from agentrl.core.spaces import TextSpace
+from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
+
+TRUNCATION_MARK = "\n...[truncated {n} characters]"
+
+
+class EpisodeOverError(RuntimeError):
+    """`step` was called on an episode that has already terminated or been truncated."""
+
+
+def clip_text(text: str, limit: int) -> str:
+    """Cut `text` to at most `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - len(TRUNCATION_MARK.format(n=len(text))))
+    return text[:keep] + TRUNCATION_MARK.format(n=len(text) - keep)
+
+
+class TextEnv(gym.Env[str, str]):
+    """A multi-turn env whose actions and observations are strings.
+
+    Subclasses implement `_begin` (build the world, return the first observation) and `_act`
+    (apply one action). Truncation at `max_turns` and the transcript are handled here once.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    default_max_turns: ClassVar[int] = 20
+
+    def __init__(
+        self,
+        *,
+        max_turns: int | None = None,
+        render_mode: str | None = None,
+        max_action_chars: int = 65_536,
+        max_observation_chars: int = 262_144,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        self.max_turns = max_turns if max_turns is not None else self.default_max_turns
+        if self.max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.action_space = TextSpace(max_action_chars)
+        self.observation_space = TextSpace(max_observation_chars)
+        self.turn = 0
+        self.messages: list[dict[str, Any]] = []
+        self._over = True
+
+    # --- hooks -----------------------------------------------------------------------------
+    def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _act(self, action: str) -> StepResult:
+        raise NotImplementedError
+
+    def _reward_on_truncation(self) -> float:
+        """Reward for the state the episode was left in when `max_turns` ran out."""
+        return 0.0
+
+    # --- gymnasium API ---------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.turn = 0
+        self._over = False
+        observation, info = self._begin(dict(options or {}))
+        observation = clip_text(observation, self.observation_space.max_length)
+        self.messages = [{"role": "user", "content": observation}]
+        info.setdefault("turn", 0)
+        return observation, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._over:
+            raise EpisodeOverError("the episode is over; call reset() to start a new one")
+        self.turn += 1
+        if not isinstance(action, str):
+            result = StepResult(
+                f"Invalid action: expected text, got {type(action).__name__}.", 0.0, False, False
+            )
+        elif len(action) > self.action_space.max_length:
+            result = StepResult(
+                f"Invalid action: {len(action)} characters exceeds the limit of "
+                f"{self.action_space.max_length}; nothing was executed.",
+                0.0,
+                False,
+                False,
+            )
+        else:
+            result = self._act(action)
+        if not result.terminated and self.turn >= self.max_turns:
+            result.truncated = True
+            result.reward += self._reward_on_truncation()
+        result.observation = clip_text(result.observation, self.observation_space.max_length)
+        result.info["turn"] = self.turn
+        self._over = result.terminated or result.truncated
+        self.messages.append({"role": "assistant", "content": action if isinstance(action, str) else repr(action)})
+        self.messages.append({"role": "user", "content": result.observation})
+        return result.as_tuple()
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        lines = []
+        for message in self.messages:
+            lines.append(f"[{message['role']}]\n{message['content']}")
+        return "\n\n".join(lines) + "\n"
+
+    @property
+    def episode_over(self) -> bool:
+        return self._over
+
+
+class ToolEnv(TextEnv):
+    """A text env whose actions are tool calls in the model's raw text.
+
+    Subclasses define `@tool` methods, `_reset_world` and `_final_reward`; one tool with
+    `ends_episode=True` (conventionally `finish`) terminates the episode.
+    """
+
+    tools: ClassVar[dict[str, Tool]] = {}
+    max_calls_per_turn: ClassVar[int] = 8
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.tools = collect_tools(cls)
+
+    # --- hooks -----------------------------------------------------------------------------
+    def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Build this episode's world from `self.np_random`; return the task text and info."""
+        raise NotImplementedError
+
+    def _final_reward(self) -> float:
+        """Reward for the final state, once the episode ends (finish or truncation)."""
+        raise NotImplementedError
+
+    def _step_reward(self) -> float:
+        """Reward paid on every step; 0 unless an env offers shaping."""
+        return 0.0
+
+    def _step_info(self) -> dict[str, Any]:
+        """Extra info merged into every step's and reset's info (e.g. progress)."""
+        return {}
+
+    # --- shared machinery ------------------------------------------------------------------
+    @classmethod
+    def tool_specs(cls) -> list[dict[str, Any]]:
+        return [t.spec() for t in cls.tools.values()]
+
+    def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        task, info = self._reset_world(options)
+        specs = self.tool_specs()
+        observation = (
+            f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
+            + "\n".join(json.dumps(s, ensure_ascii=False) for s in specs)
+            + '\n\nCall a tool as <tool_call>{"name": <tool-name>, "arguments": <args-json>}'
+            "</tool_call>. Results come back inside <tool_response></tool_response>."
+        )
+        return observation, {**info, "tools": specs, **self._step_info()}
+
+    def _act(self, action: str) -> StepResult:
+        items = parse_tool_calls(action, self.max_calls_per_turn)
+        if not items:
+            names = ", ".join(self.tools)
+            message = (
+                "No tool call found. Call a tool as "
+                '<tool_call>{"name": ..., "arguments": {...}}</tool_call>. '
+                f"Available tools: {names}."
+            )
+            return StepResult(message, self._step_reward(), False, False,
+                              {"calls": [], "invalid_calls": 0, **self._step_info()})
+        responses: list[str] = []
+        calls: list[dict[str, Any]] = []
+        terminated = False
+        for item in items:
+            if terminated:
+                responses.append(tool_response("finish", "ignored: the episode already ended", error=True))
+                continue
+            if isinstance(item, ParseFailure):
+                responses.append(tool_response("invalid_call", item.message, error=True))
+                calls.append({"name": None, "ok": False, "error": item.message})
+                continue
+            spec = self.tools.get(item.name)
+            try:
+                if spec is None:
+                    raise ToolError(f"unknown tool '{item.name}'; available tools: {', '.join(self.tools)}")
+                arguments = spec.validate(item.arguments)
+                method = getattr(self, spec.method)
+                content = method(arguments) if spec.takes_arguments else method()
+            except ToolError as exc:
+                responses.append(tool_response(item.name, str(exc), error=True))
+                calls.append({"name": item.name, "ok": False, "error": str(exc)})
+                continue
+            responses.append(tool_response(item.name, content))
+            calls.append({"name": item.name, "ok": True})
+            terminated = spec.ends_episode
+        reward = self._step_reward()
+        if terminated:
+            reward += self._final_reward()
+        info = {
+            "calls": calls,
+            "invalid_calls": sum(1 for c in calls if not c["ok"]),
+            **self._step_info(),
+        }
+        return StepResult("\n".join(responses), reward, terminated, False, info)
+
+    def _reward_on_truncation(self) -> float:
+        return self._final_reward()

@@ -1,0 +1,104 @@
+"""Tools as typed methods: one pydantic model is both a tool's JSON schema and its validator."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_type_hints
+
+from pydantic import BaseModel, ValidationError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolError(Exception):
+    """A tool refused the call (no seats left, unknown booking, service busy...).
+
+    Raised inside a tool, it becomes an error result the model sees; it never ends the episode.
+    """
+
+
+class NoArguments(BaseModel):
+    """Argument model of tools that take none."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool an agent can call: its name, what it is for, and the model of its arguments."""
+
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    method: str
+    takes_arguments: bool = True
+    ends_episode: bool = False
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI function-tool schema, as chat templates and tool-calling APIs expect it."""
+        schema = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        schema.setdefault("properties", {})
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> BaseModel:
+        """Parse arguments; raises `ToolError` with a message that names every wrong field."""
+        try:
+            return self.arguments.model_validate(arguments)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors(include_url=False):
+                where = ".".join(str(p) for p in err["loc"]) or "arguments"
+                problems.append(f"{where}: {err['msg']}")
+            raise ToolError(f"invalid arguments for '{self.name}': " + "; ".join(problems)) from None
+
+
+def tool(description: str, *, ends_episode: bool = False) -> Callable[[F], F]:
+    """Mark an env method as a tool.
+
+    The method takes one argument annotated with a pydantic model (or none) and returns any
+    JSON-serialisable value; the model becomes the tool's schema.
+    """
+
+    def mark(fn: F) -> F:
+        params = list(inspect.signature(fn).parameters)[1:]
+        if len(params) > 1:
+            raise TypeError(f"tool {fn.__name__} must take at most one argument model")
+        model: type[BaseModel] = NoArguments
+        if params:
+            model = get_type_hints(fn)[params[0]]
+            if not (isinstance(model, type) and issubclass(model, BaseModel)):
+                raise TypeError(f"tool {fn.__name__}'s argument must be a pydantic model")
+        fn.__agentrl_tool__ = Tool(  # type: ignore[attr-defined]
+            name=fn.__name__,
+            description=description,
+            arguments=model,
+            method=fn.__name__,
+            takes_arguments=bool(params),
+            ends_episode=ends_episode,
+        )
+        return fn
+
+    return mark
+
+
+def collect_tools(cls: type) -> dict[str, Tool]:
+    """The tools a class defines or inherits, in definition order."""
+    found: dict[str, Tool] = {}
+    for klass in reversed(cls.__mro__):
+        for value in vars(klass).values():
+            spec = getattr(value, "__agentrl_tool__", None)
+            if isinstance(spec, Tool):
+                found[spec.name] = spec
+    return found
+
+
+def tool_response(name: str, content: Any, *, error: bool = False) -> str:
+    """One tool result as the model sees it, wrapped like Qwen/Hermes chat templates do."""
+    body = {"name": name, "error" if error else "content": content}
+    return "<tool_response>\n" + json.dumps(body, ensure_ascii=False, default=str) + "\n</tool_response>"

@@ -1,0 +1,1 @@
+"""Flights-v0: a flight-booking world in SQL."""

@@ -1,0 +1,1 @@
+"""Serving agentrl envs over HTTP with per-episode isolation."""

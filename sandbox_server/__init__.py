@@ -1,0 +1,1 @@
+"""A standalone Docker sandbox server: containers as sessions."""
