@@ -110,7 +110,8 @@ class TextEnv(gym.Env[str, str]):
         result.observation = clip_text(result.observation, self.observation_space.max_length)
         result.info["turn"] = self.turn
         self._over = result.terminated or result.truncated
-        self.messages.append({"role": "assistant", "content": action if isinstance(action, str) else repr(action)})
+        said = action if isinstance(action, str) else repr(action)
+        self.messages.append({"role": "assistant", "content": said})
         self.messages.append({"role": "user", "content": result.observation})
         return result.as_tuple()
 

@@ -71,7 +71,6 @@ def parse_tool_calls(text: str, max_calls: int = 16) -> list[ParsedCall | ParseF
     if CALL_OPEN in tail:
         items.append(ParseFailure(f"a {CALL_OPEN} was opened but never closed with {CALL_CLOSE}"))
     if len(items) > max_calls:
-        items = items[:max_calls] + [
-            ParseFailure(f"too many tool calls in one turn; only the first {max_calls} ran")
-        ]
+        surplus = ParseFailure(f"too many tool calls in one turn; only the first {max_calls} ran")
+        items = [*items[:max_calls], surplus]
     return items

@@ -1,0 +1,62 @@
+"""The tool-call parser: every malformed call becomes a message, never an exception."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentrl.core import ParsedCall, ParseFailure, parse_tool_calls
+
+
+def test_single_call_with_arguments():
+    [call] = parse_tool_calls('hi <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>')
+    assert call == ParsedCall("f", {"x": 1})
+
+
+def test_args_spelling_and_string_arguments_are_accepted():
+    calls = parse_tool_calls(
+        '<tool_call>{"name":"search_flights","args":{"from":"PEK","to":"SHA"}}</tool_call>'
+        '<tool_call>{"name": "g", "arguments": "{\\"y\\": 2}"}</tool_call>'
+        '<tool_call>{"type": "function", "function": {"name": "h", "arguments": {}}}</tool_call>'
+    )
+    assert calls == [
+        ParsedCall("search_flights", {"from": "PEK", "to": "SHA"}),
+        ParsedCall("g", {"y": 2}),
+        ParsedCall("h", {}),
+    ]
+
+
+def test_bad_json_is_explained():
+    [failure] = parse_tool_calls('<tool_call>{"name": "f", </tool_call>')
+    assert isinstance(failure, ParseFailure)
+    assert "not valid JSON" in failure.message
+
+
+def test_missing_name_and_wrong_argument_shape():
+    no_name, bad_args = parse_tool_calls(
+        '<tool_call>{"arguments": {}}</tool_call><tool_call>{"name": "f", "arguments": [1]}</tool_call>'
+    )
+    assert "no 'name'" in no_name.message
+    assert "must be a JSON object" in bad_args.message
+
+
+def test_unclosed_call_is_reported_after_complete_ones():
+    calls = parse_tool_calls('<tool_call>{"name": "f"}</tool_call> <tool_call>{"name": "g"}')
+    assert calls[0] == ParsedCall("f", {})
+    assert isinstance(calls[1], ParseFailure) and "never closed" in calls[1].message
+
+
+def test_too_many_calls_are_capped():
+    text = '<tool_call>{"name": "f"}</tool_call>' * 5
+    calls = parse_tool_calls(text, max_calls=3)
+    assert len(calls) == 4 and isinstance(calls[-1], ParseFailure)
+
+
+def test_no_call_gives_empty_list():
+    assert parse_tool_calls("I think I should search first.") == []
+
+
+@given(st.text(max_size=300))
+def test_parser_never_raises(text):
+    for item in parse_tool_calls(text):
+        assert isinstance(item, ParsedCall | ParseFailure)
