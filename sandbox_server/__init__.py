@@ -1,1 +1,64 @@
-"""A standalone Docker sandbox server: containers as sessions."""
+"""A standalone Docker sandbox server: containers as sessions.
+
+Import-light: the names below load on first use, so `agentrl sandbox --help` stays fast.
+
+    from agentrl.sandbox_server import DockerBackend
+    with DockerBackend() as backend, backend.create() as sb:
+        print(sb.exec("echo hi").stdout)
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "Sandbox": "sandbox",
+    "AgentSandbox": "sandbox",
+    "Backend": "backend",
+    "DockerBackend": "docker_backend",
+    "LocalBackend": "local_backend",
+    "SandboxClient": "client",
+    "AsyncSandboxClient": "client",
+    "RemoteSandbox": "client",
+    "AsyncRemoteSandbox": "client",
+    "create_app": "app",
+    "ExecResult": "models",
+    "SandboxSpec": "models",
+    "SandboxInfo": "models",
+    "DEFAULT_IMAGE": "models",
+    "SandboxError": "errors",
+    "SandboxNotFound": "errors",
+    "CapacityError": "errors",
+    "DockerUnavailable": "errors",
+    "InvalidRequest": "errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from agentrl.sandbox_server.app import create_app  # noqa: F401
+    from agentrl.sandbox_server.backend import Backend  # noqa: F401
+    from agentrl.sandbox_server.client import (  # noqa: F401
+        AsyncRemoteSandbox,
+        AsyncSandboxClient,
+        RemoteSandbox,
+        SandboxClient,
+    )
+    from agentrl.sandbox_server.docker_backend import DockerBackend  # noqa: F401
+    from agentrl.sandbox_server.errors import (  # noqa: F401
+        CapacityError,
+        DockerUnavailable,
+        InvalidRequest,
+        SandboxError,
+        SandboxNotFound,
+    )
+    from agentrl.sandbox_server.local_backend import LocalBackend  # noqa: F401
+    from agentrl.sandbox_server.models import DEFAULT_IMAGE, ExecResult, SandboxInfo, SandboxSpec  # noqa: F401
+    from agentrl.sandbox_server.sandbox import AgentSandbox, Sandbox  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Makes sure a Docker engine runs and the sandbox image exists. Idempotent: each step is skipped
+# when its result is already there, so it is cheap to call before every test run.
+#
+#   bash docker/engine.sh            # engine + image
+#   IMAGE=name:tag bash docker/engine.sh
+#
+# No registry is needed: the base image is bootstrapped from the Debian mirror configured in
+# apt (debootstrap + docker import). Set AGENTRL_SANDBOX_BASE=debian:bookworm-slim to build
+# FROM a registry image instead.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+IMAGE="${IMAGE:-agentrl-sandbox:latest}"
+BASE_IMAGE="${BASE_IMAGE:-agentrl-sandbox-base:bookworm}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+log() { echo "[engine.sh] $*" >&2; }
+
+# --- 1. the engine -----------------------------------------------------------------------------
+if ! docker info >/dev/null 2>&1; then
+    if ! command -v dockerd >/dev/null 2>&1; then
+        log "installing docker.io"
+        $SUDO apt-get update -q
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q docker.io
+    fi
+    if ! docker info >/dev/null 2>&1; then
+        log "starting dockerd (no bridge, no iptables: sandboxes never get a network)"
+        $SUDO sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/dockerd.log 2>&1 &'
+        for _ in $(seq 1 60); do
+            docker info >/dev/null 2>&1 && break
+            sleep 1
+        done
+        docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/dockerd.log"; exit 1; }
+    fi
+fi
+
+# --- 2. the image --------------------------------------------------------------------------------
+# The image is labelled with a hash of what it is built from, so an edited Dockerfile rebuilds it.
+recipe_hash="$(cat "$here/Dockerfile" "$here/packages.txt" | sha256sum | cut -c1-16)"
+current="$(docker image inspect -f '{{ index .Config.Labels "org.agentrl.recipe" }}' "$IMAGE" 2>/dev/null || true)"
+if [ "$current" = "$recipe_hash" ]; then
+    exit 0
+fi
+
+base="${AGENTRL_SANDBOX_BASE:-}"
+if [ -z "$base" ]; then
+    base="$BASE_IMAGE"
+    if ! docker image inspect "$base" >/dev/null 2>&1; then
+        if ! command -v debootstrap >/dev/null 2>&1; then
+            log "installing debootstrap"
+            $SUDO apt-get update -q
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q debootstrap
+        fi
+        # the first Debian mirror apt is configured with (deb822 .sources or one-line .list)
+        mirror="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ && $2 ~ /debian\/?$/ {print $2; exit}')"
+        if [ -z "$mirror" ]; then
+            mirror="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+                | awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}')"
+        fi
+        mirror="${mirror:-http://deb.debian.org/debian}"
+        include="$(grep -v '^#' "$here/packages.txt" | paste -sd, -)"
+        rootfs="$(mktemp -d /tmp/agentrl-rootfs.XXXXXX)"
+        log "bootstrapping Debian bookworm from $mirror into $rootfs (a few minutes)"
+        $SUDO debootstrap --variant=minbase --include="$include" bookworm "$rootfs" "$mirror" >/tmp/agentrl-debootstrap.log 2>&1 \
+            || { tail -30 /tmp/agentrl-debootstrap.log >&2; exit 1; }
+        $SUDO rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+        $SUDO tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$base" >/dev/null
+        $SUDO rm -rf "$rootfs"
+    fi
+fi
+log "building $IMAGE FROM $base"
+# the local base already holds every package, so its build needs no network; a registry base
+# installs them with apt during the build
+network=none
+if [ -n "${AGENTRL_SANDBOX_BASE:-}" ]; then network=host; fi
+DOCKER_BUILDKIT=0 docker build -q --network "$network" --build-arg BASE="$base" \
+    --label "org.agentrl.recipe=$recipe_hash" -t "$IMAGE" "$here" >/tmp/agentrl-build.log 2>&1 \
+    || { tail -30 /tmp/agentrl-build.log >&2; exit 1; }
+log "built $IMAGE"

@@ -1,0 +1,171 @@
+"""What every backend shares: the table of live sandboxes, TTL reaping and the `create` signature."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from agentrl.sandbox_server.errors import CapacityError, SandboxNotFound
+from agentrl.sandbox_server.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec
+from agentrl.sandbox_server.sandbox import AgentLink, AgentSandbox
+
+log = logging.getLogger("agentrl.sandbox")
+
+
+class Backend:
+    """Base of `DockerBackend` and `LocalBackend`: subclasses say how to start and stop one agent."""
+
+    kind = "base"
+
+    def __init__(
+        self, *, max_sandboxes: int = 256, reap_interval_s: float = 2.0, defaults: SandboxSpec | None = None
+    ):
+        self.defaults = defaults or SandboxSpec()
+        self.max_sandboxes = max_sandboxes
+        self._sandboxes: dict[str, tuple[AgentSandbox, Any]] = {}
+        self._gone: OrderedDict[str, str] = OrderedDict()  # recently closed id -> why, for clear errors
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reap_interval_s = reap_interval_s
+        self._reaper = threading.Thread(
+            target=self._reap_loop, name=f"{self.kind}-sandbox-reaper", daemon=True
+        )
+        self._reaper.start()
+
+    # -- subclass hooks ----------------------------------------------------------------------------
+    def _acquire(self, spec: SandboxSpec) -> tuple[AgentLink, Any]:
+        raise NotImplementedError
+
+    def _release(self, handle: Any) -> None:
+        raise NotImplementedError
+
+    def _periodic(self) -> None:
+        """Extra housekeeping on each reaper tick."""
+
+    # -- public API --------------------------------------------------------------------------------
+    def create(
+        self,
+        image: str | None = None,
+        *,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        pids: int | None = None,
+        disk_mb: int | None = None,
+        ttl_s: float | None = None,
+        idle_ttl_s: float | None = None,
+        env: dict[str, str] | None = None,
+        files: dict[str, bytes | str] | None = None,
+        spec: SandboxSpec | None = None,
+    ) -> AgentSandbox:
+        """A new sandbox. Arguments left out come from `spec`, then from the backend's defaults."""
+        given = {
+            "image": image,
+            "cpus": cpus,
+            "memory_mb": memory_mb,
+            "pids": pids,
+            "disk_mb": disk_mb,
+            "ttl_s": ttl_s,
+            "idle_ttl_s": idle_ttl_s,
+            "env": env,
+        }
+        base = (spec or self.defaults).model_dump()
+        spec = SandboxSpec(**{**base, **{k: v for k, v in given.items() if v is not None}})
+        with self._lock:
+            if len(self._sandboxes) >= self.max_sandboxes:
+                raise CapacityError(f"{self.max_sandboxes} sandboxes are open; close some first")
+        link, handle = self._acquire(spec)
+        now = time.time()
+        sandbox_id = uuid.uuid4().hex[:16]
+        info = SandboxInfo(
+            sandbox_id=sandbox_id,
+            image=spec.image or DEFAULT_IMAGE,
+            cpus=spec.cpus,
+            memory_mb=spec.memory_mb,
+            pids=spec.pids,
+            disk_mb=spec.disk_mb,
+            created_at=now,
+            expires_at=now + spec.ttl_s,
+            last_used_at=now,
+            idle_ttl_s=spec.idle_ttl_s,
+        )
+        sandbox = AgentSandbox(sandbox_id, link, info, self.destroy)
+        with self._lock:
+            self._sandboxes[sandbox_id] = (sandbox, handle)
+        try:
+            if spec.env:
+                sandbox.configure(spec.env)
+            for path, data in (files or {}).items():
+                sandbox.write_file(path, data)
+        except BaseException:
+            self.destroy(sandbox_id)
+            raise
+        return sandbox
+
+    def get(self, sandbox_id: str) -> AgentSandbox:
+        with self._lock:
+            entry = self._sandboxes.get(sandbox_id)
+            if entry is None:
+                why = self._gone.get(sandbox_id, "no such sandbox")
+                raise SandboxNotFound(f"sandbox {sandbox_id}: {why}")
+            return entry[0]
+
+    def list(self) -> list[SandboxInfo]:
+        with self._lock:
+            return [sandbox.info for sandbox, _ in self._sandboxes.values()]
+
+    def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:
+        with self._lock:
+            entry = self._sandboxes.pop(sandbox_id, None)
+            if entry is None:
+                return
+            self._gone[sandbox_id] = reason
+            while len(self._gone) > 4096:
+                self._gone.popitem(last=False)
+        sandbox, handle = entry
+        sandbox.mark_closed(reason)
+        self._release(handle)
+
+    def reap_expired(self) -> int:
+        """Destroy sandboxes past their hard TTL, or idle past their idle TTL (a running call is not idle)."""
+        now = time.time()
+        with self._lock:
+            entries = list(self._sandboxes.values())
+        reaped = 0
+        for sandbox, _ in entries:
+            info = sandbox.info
+            if now >= info.expires_at:
+                self.destroy(
+                    info.sandbox_id, f"expired (hard TTL of {info.expires_at - info.created_at:g} s)"
+                )
+            elif now - info.last_used_at >= info.idle_ttl_s and not sandbox.link.lock.locked():
+                self.destroy(info.sandbox_id, f"expired (idle for more than {info.idle_ttl_s:g} s)")
+            else:
+                continue
+            reaped += 1
+        return reaped
+
+    def close(self) -> None:
+        """Destroy every sandbox of this backend and stop its threads."""
+        self._stop.set()
+        with self._lock:
+            ids = list(self._sandboxes)
+        for sandbox_id in ids:
+            self.destroy(sandbox_id, "the backend was closed")
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _reap_loop(self) -> None:
+        while not self._stop.wait(self._reap_interval_s):
+            try:
+                self.reap_expired()
+                self._periodic()
+            except Exception:  # housekeeping must outlive one failure
+                log.exception("sandbox housekeeping failed")

@@ -1,0 +1,66 @@
+"""`agentrl sandbox serve`: the sandbox server on the command line (imports nothing heavy until run)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    sandbox = subparsers.add_parser("sandbox", help="the Docker sandbox server")
+    commands = sandbox.add_subparsers(dest="sandbox_command", required=True)
+    serve = commands.add_parser("serve", help="serve sandboxes over HTTP (REST + SandboxFusion /run_code)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8090)
+    serve.add_argument(
+        "--token",
+        default=os.environ.get("AGENTRL_SANDBOX_TOKEN"),
+        help="bearer token every call must carry (default: $AGENTRL_SANDBOX_TOKEN; none: open)",
+    )
+    serve.add_argument(
+        "--backend",
+        choices=("docker", "local"),
+        default="docker",
+        help="local = NOT ISOLATED child processes, for development only",
+    )
+    serve.add_argument("--image", default=None, help="default sandbox image")
+    serve.add_argument("--pool-size", type=int, default=4, help="pre-started containers kept per shape")
+    serve.add_argument("--max-sandboxes", type=int, default=256)
+    serve.add_argument("--max-request-mb", type=int, default=64)
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(handler=serve_main)
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.errors import DockerUnavailable
+
+    if args.token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: serving on {args.host} without --token: anyone who reaches it can run code",
+            file=sys.stderr,
+        )
+    try:
+        if args.backend == "local":
+            from agentrl.sandbox_server.local_backend import LocalBackend
+
+            backend = LocalBackend(max_sandboxes=args.max_sandboxes)
+        else:
+            from agentrl.sandbox_server.docker_backend import DockerBackend
+            from agentrl.sandbox_server.models import DEFAULT_IMAGE
+
+            backend = DockerBackend(
+                args.image or DEFAULT_IMAGE, pool_size=args.pool_size, max_sandboxes=args.max_sandboxes
+            )
+    except DockerUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(backend, token=args.token, max_request_bytes=args.max_request_mb << 20)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        backend.close()
+    return 0

@@ -1,0 +1,51 @@
+"""Errors of the sandbox layer; each knows the HTTP status and `kind` it travels as."""
+
+from __future__ import annotations
+
+DOCKER_HOWTO = (
+    "agentrl sandboxes need a running Docker engine. Install it "
+    "(Debian/Ubuntu: `sudo apt-get install -y docker.io`; "
+    "elsewhere: https://docs.docker.com/engine/install/), "
+    "start it (`sudo systemctl start docker` "
+    "or `sudo dockerd &`), make sure your user may use it (`docker info` must work), then build the sandbox "
+    "image with `bash docker/engine.sh` (it can also do all of the above). For development without "
+    "isolation there is the opt-in local backend (`--backend local`)."
+)
+
+
+class SandboxError(RuntimeError):
+    """A sandbox operation failed; the message says why."""
+
+    http_status = 500
+    kind = "sandbox_error"
+
+
+class SandboxNotFound(SandboxError):
+    """No such sandbox: never created, deleted, or reaped by its TTL."""
+
+    http_status = 404
+    kind = "sandbox_not_found"
+
+
+class CapacityError(SandboxError):
+    """The backend holds as many sandboxes as it may."""
+
+    http_status = 503
+    kind = "capacity"
+
+
+class DockerUnavailable(SandboxError):
+    """No Docker engine could be reached, or the sandbox image is missing."""
+
+    http_status = 503
+    kind = "docker_unavailable"
+
+    def __init__(self, detail: str = ""):
+        super().__init__(f"{detail}\n{DOCKER_HOWTO}" if detail else DOCKER_HOWTO)
+
+
+class InvalidRequest(SandboxError):
+    """The request cannot be carried out as asked (bad path, unsupported language, ...)."""
+
+    http_status = 400
+    kind = "invalid"
