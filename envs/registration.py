@@ -18,6 +18,9 @@ import gymnasium as gym
 ENV_ENTRY_POINTS: dict[str, str] = {
     "agentrl/Echo-v0": "agentrl.echo:EchoEnv",
     "agentrl/Flights-v0": "agentrl.flights.env:FlightsEnv",
+    "agentrl/Search-v0": "agentrl.search.env:SearchEnv",
+    "agentrl/Bash-v0": "agentrl.code_envs.bash_env:BashEnv",
+    "agentrl/Code-v0": "agentrl.code_envs.code_env:CodeEnv",
 }
 ENV_IDS: tuple[str, ...] = tuple(ENV_ENTRY_POINTS)
 

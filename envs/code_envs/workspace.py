@@ -10,6 +10,8 @@ import io
 import tarfile
 from dataclasses import dataclass
 
+# Files belong to the sandbox's unprivileged user (uid/gid 1000), so the agent can edit and chmod them.
+OWNER_ID = 1000
 # A fixed timestamp keeps the archive (and `ls -l` inside the container) identical for the same seed.
 FIXED_MTIME = 1_700_000_000
 
@@ -45,6 +47,7 @@ def tar_bytes(tree: FileTree) -> bytes:
             info.type = tarfile.DIRTYPE
             info.mode = 0o755
             info.mtime = FIXED_MTIME
+            info.uid = info.gid = OWNER_ID
             archive.addfile(info)
         for path in sorted(tree):
             item = tree[path]
@@ -53,5 +56,6 @@ def tar_bytes(tree: FileTree) -> bytes:
             info.size = len(data)
             info.mode = item.mode
             info.mtime = FIXED_MTIME
+            info.uid = info.gid = OWNER_ID
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

@@ -136,6 +136,7 @@ class ToolEnv(TextEnv):
     """
 
     tools: ClassVar[dict[str, Tool]] = {}
+    _tool_specs: ClassVar[list[dict[str, Any]]]
     max_calls_per_turn: ClassVar[int] = 8
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -162,7 +163,11 @@ class ToolEnv(TextEnv):
     # --- shared machinery ------------------------------------------------------------------
     @classmethod
     def tool_specs(cls) -> list[dict[str, Any]]:
-        return [t.spec() for t in cls.tools.values()]
+        """The tools as OpenAI function schemas; shared by every episode, so treat as read-only."""
+        # pydantic spends ~2 ms building each schema: once per class, not once per reset
+        if "_tool_specs" not in cls.__dict__:
+            cls._tool_specs = [t.spec() for t in cls.tools.values()]
+        return cls._tool_specs
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)

@@ -1,0 +1,214 @@
+"""Rollout workers: one asyncio task per episode, token-in/token-out, against any env driver.
+
+An env driver is the small async surface a worker needs (reset/step/close). Two implementations:
+an in-process Gymnasium env whose sync calls run in a thread, and the async HTTP client of an
+agentrl server. While one episode waits on its env, the others keep the generation batch full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from agentrl.agent_train.backends import GenerationBackend
+from agentrl.agent_train.transcript import Transcript
+
+StepOut = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+class EnvDriver(Protocol):
+    async def reset(self, seed: int) -> tuple[str, dict[str, Any]]: ...
+
+    async def step(self, action: str) -> StepOut: ...
+
+    async def close(self) -> None: ...
+
+
+_ENV_THREADS: ThreadPoolExecutor | None = None
+
+
+def _env_threads() -> ThreadPoolExecutor:
+    """Env calls get their own pool: asyncio's default one has ~cores+4 threads, too few to
+    overlap the waits of dozens of episodes whose envs block on I/O."""
+    global _ENV_THREADS
+    if _ENV_THREADS is None:
+        _ENV_THREADS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agentrl-env")
+    return _ENV_THREADS
+
+
+class GymDriver:
+    """An in-process env from `gym.make`; blocking calls go to a worker thread."""
+
+    def __init__(self, env_id: str, **kwargs: Any) -> None:
+        import gymnasium as gym
+
+        import agentrl  # noqa: F401  (registers the ids)
+
+        if env_id.startswith("agentrl-test/"):
+            from agentrl.agent_train import toy_env  # noqa: F401  (registers the test-only ids)
+        self.env = gym.make(env_id, **kwargs)
+
+    async def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+        return await asyncio.get_running_loop().run_in_executor(
+            _env_threads(), partial(self.env.reset, seed=seed)
+        )
+
+    async def step(self, action: str) -> StepOut:
+        return await asyncio.get_running_loop().run_in_executor(_env_threads(), self.env.step, action)
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(_env_threads(), self.env.close)
+
+
+class HttpClientPool:
+    """One pooled `agentrl.client.AsyncEnvClient` per event loop, shared by every episode on it."""
+
+    def __init__(self, base_url: str, **client_kwargs: Any) -> None:
+        # the server's bearer token, from the same variable `agentrl serve` reads
+        client_kwargs.setdefault("token", os.environ.get("AGENTRL_TOKEN") or None)
+        self.base_url, self.client_kwargs = base_url, client_kwargs
+        self._clients: dict[int, Any] = {}
+
+    def get(self) -> Any:
+        from agentrl.client import AsyncEnvClient
+
+        key = id(asyncio.get_running_loop())
+        if key not in self._clients:
+            self._clients[key] = AsyncEnvClient(self.base_url, **self.client_kwargs)
+        return self._clients[key]
+
+
+class HttpDriver:
+    """An episode on an agentrl server (`agentrl serve`), over the shared async HTTP client."""
+
+    def __init__(self, env_id: str, pool: HttpClientPool, **env_kwargs: Any) -> None:
+        self.env_id, self.pool, self.env_kwargs = env_id, pool, env_kwargs
+        self.episode_id: str | None = None
+
+    async def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+        created = await self.pool.get().create_episode(
+            self.env_id, seed=seed, env_kwargs=self.env_kwargs or None
+        )
+        self.episode_id = created.episode_id
+        return created.observation, created.info
+
+    async def step(self, action: str) -> StepOut:
+        if self.episode_id is None:
+            raise RuntimeError("step before reset")
+        return (await self.pool.get().step(self.episode_id, action)).as_tuple()
+
+    async def close(self) -> None:
+        if self.episode_id is not None:
+            episode, self.episode_id = self.episode_id, None
+            await self.pool.get().close_episode(episode)
+
+
+def driver_factory(env_id: str, env_url: str | None = None, **kwargs: Any) -> Callable[[], EnvDriver]:
+    if env_url:
+        pool = HttpClientPool(env_url)
+        return lambda: HttpDriver(env_id, pool, **kwargs)
+    return lambda: GymDriver(env_id, **kwargs)
+
+
+@dataclass
+class Episode:
+    seed: int
+    transcript: Transcript
+    reward: float = 0.0
+    success: bool = False
+    turns: int = 0
+    truncated_by_budget: bool = False
+    env_s: float = 0.0
+    error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def excluded(self) -> str | None:
+        """Why this episode must not be trained on (None when it may)."""
+        if self.error:
+            return f"error: {self.error}"
+        if self.transcript.drift:
+            return f"drift: {self.transcript.drift}"
+        return None
+
+
+@dataclass
+class RolloutLimits:
+    max_new_tokens: int = 128  # per turn
+    token_budget: int = 2048  # whole transcript, prompt included
+    success_threshold: float = 1.0  # reward at or above which an episode counts as a success
+
+
+async def run_episode(
+    make_driver: Callable[[], EnvDriver],
+    backend: GenerationBackend,
+    tokenizer: Any,
+    seed: int,
+    limits: RolloutLimits,
+    system_prompt: str | None = None,
+) -> Episode:
+    transcript = Transcript(tokenizer)
+    episode = Episode(seed=seed, transcript=transcript)
+    driver = await asyncio.get_running_loop().run_in_executor(_env_threads(), make_driver)
+    try:
+        start = time.perf_counter()
+        observation, info = await driver.reset(seed)
+        episode.env_s += time.perf_counter() - start
+        first = [{"role": "user", "content": observation}]
+        if system_prompt:
+            first.insert(0, {"role": "system", "content": system_prompt})
+        transcript.start(first)
+        while True:
+            room = limits.token_budget - len(transcript.ids)
+            if room <= 0:
+                episode.truncated_by_budget = True
+                break
+            gen = await backend.generate(transcript.ids, min(limits.max_new_tokens, room))
+            action = transcript.add_generation(gen.ids, gen.logprobs, gen.version)
+            start = time.perf_counter()
+            observation, reward, terminated, truncated, info = await driver.step(action)
+            episode.env_s += time.perf_counter() - start
+            episode.reward += float(reward)
+            episode.turns += 1
+            if terminated or truncated:
+                break
+            if not transcript.add_env_message(observation):
+                break  # drifted: stop here, the episode is excluded from training
+        transcript.check()
+        episode.info = dict(info)
+        episode.success = bool(info.get("success", episode.reward >= limits.success_threshold))
+    except Exception as exc:  # an env or server failure loses this episode, not the run
+        episode.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        try:
+            await driver.close()
+        except Exception as exc:
+            episode.error = episode.error or f"close failed: {exc}"
+    return episode
+
+
+async def collect_groups(
+    make_driver: Callable[[], EnvDriver],
+    backend: GenerationBackend,
+    tokenizer: Any,
+    seeds: list[int],
+    group_size: int,
+    limits: RolloutLimits,
+    concurrency: int = 64,
+    system_prompt: str | None = None,
+) -> list[list[Episode]]:
+    """G episodes per seed (same seed: the group shares one world), all running concurrently."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(seed: int) -> Episode:
+        async with gate:
+            return await run_episode(make_driver, backend, tokenizer, seed, limits, system_prompt)
+
+    flat = await asyncio.gather(*(one(s) for s in seeds for _ in range(group_size)))
+    return [list(flat[i * group_size : (i + 1) * group_size]) for i in range(len(seeds))]

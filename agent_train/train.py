@@ -1,0 +1,420 @@
+"""The training loop, top to bottom: rollouts (one step ahead, in a background event loop),
+group advantages, logprob recomputation, clipped masked loss, optimizer step, weight push.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentrl.agent_train.backends import GenerationBackend, HFBackend
+from agentrl.agent_train.config import TrainConfig
+from agentrl.agent_train.evaluate import evaluate
+from agentrl.agent_train.grpo import group_advantages, grpo_loss, token_logprobs
+from agentrl.agent_train.rollout import Episode, RolloutLimits, collect_groups, driver_factory
+
+
+# ---------------------------------------------------------------------------------------------
+# rollouts in the background
+# ---------------------------------------------------------------------------------------------
+class RolloutProducer:
+    """Collects step s's groups on its own event loop thread once the policy version reaches
+    s - max_staleness, so rollouts for the next step run while the current one trains."""
+
+    def __init__(self, cfg: TrainConfig, backend: GenerationBackend, tokenizer: Any, limits: RolloutLimits):
+        self.cfg, self.backend, self.tokenizer, self.limits = cfg, backend, tokenizer, limits
+        self.make_driver = driver_factory(cfg.env, cfg.env_url, **cfg.env_kwargs)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="rollouts")
+        self.out: queue.Queue = queue.Queue()
+        self.version = 0
+        self._cond = threading.Condition()
+        self._job: Any = None
+        self.thread.start()
+
+    def seeds_for(self, step: int) -> list[int]:
+        base = self.cfg.seed * 1_000_003 + step * self.cfg.groups_per_step
+        return [base + i for i in range(self.cfg.groups_per_step)]
+
+    def start(self, first_step: int, steps: int) -> None:
+        self._job = asyncio.run_coroutine_threadsafe(self._produce(first_step, steps), self.loop)
+
+    async def _produce(self, first_step: int, steps: int) -> None:
+        for step in range(first_step, steps):
+            await asyncio.to_thread(self._wait_for_version, step - self.cfg.max_staleness)
+            start = time.perf_counter()
+            tokens_before, busy_before = self.backend.generated_tokens, self.backend.busy_s
+            groups = await collect_groups(
+                self.make_driver,
+                self.backend,
+                self.tokenizer,
+                self.seeds_for(step),
+                self.cfg.group_size,
+                self.limits,
+                self.cfg.concurrency,
+                self.cfg.system_prompt,
+            )
+            timing = {
+                "rollout_s": time.perf_counter() - start,
+                "gen_tokens": self.backend.generated_tokens - tokens_before,
+                "gen_busy_s": self.backend.busy_s - busy_before,
+            }
+            self.out.put((step, groups, timing))
+
+    def _wait_for_version(self, version: int) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self.version >= version)
+
+    def set_version(self, version: int) -> None:
+        with self._cond:
+            self.version = version
+            self._cond.notify_all()
+
+    def get(self) -> tuple[int, list[list[Episode]], dict[str, float]]:
+        while True:
+            try:
+                return self.out.get(timeout=0.5)
+            except queue.Empty:
+                if self._job is not None and self._job.done():
+                    self._job.result()  # re-raises a rollout failure here
+                    raise RuntimeError("rollout producer stopped early") from None
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def evaluate(self, seeds: list[int], k: int) -> dict[str, float]:
+        return self.run(
+            evaluate(
+                self.make_driver,
+                self.backend,
+                self.tokenizer,
+                seeds,
+                k,
+                self.limits,
+                self.cfg.concurrency,
+                self.cfg.system_prompt,
+            )
+        )
+
+    def close(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+        if hasattr(self.backend, "aclose"):
+            with contextlib.suppress(Exception):
+                self.run(self.backend.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+# ---------------------------------------------------------------------------------------------
+# batch building and one optimizer step
+# ---------------------------------------------------------------------------------------------
+def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors; the mask is the transcripts' provenance mask, padded with 0."""
+    width = max(len(e.transcript.ids) for e in episodes)
+    n = len(episodes)
+    batch = {
+        "ids": torch.full((n, width), pad_id, dtype=torch.long),
+        "attention": torch.zeros((n, width), dtype=torch.long),
+        "mask": torch.zeros((n, width)),
+        "behav_logp": torch.zeros((n, width)),
+        "versions": torch.full((n, width), -1, dtype=torch.long),
+        "adv": torch.tensor(advantages, dtype=torch.float32),
+    }
+    for i, e in enumerate(episodes):
+        t, m = e.transcript, len(e.transcript.ids)
+        batch["ids"][i, :m] = torch.tensor(t.ids)
+        batch["attention"][i, :m] = 1
+        batch["mask"][i, :m] = torch.tensor(t.mask, dtype=torch.float32)
+        batch["behav_logp"][i, :m] = torch.tensor(t.logprobs)
+        batch["versions"][i, :m] = torch.tensor(t.versions)
+    return batch
+
+
+def select_samples(
+    groups: list[list[Episode]], adv: torch.Tensor, keep: torch.Tensor, version: int, max_staleness: int
+) -> tuple[list[Episode], list[float], int]:
+    """What gets trained on: not excluded (drift, errors), not too stale, not in a skipped group."""
+    chosen, chosen_adv, stale = [], [], 0
+    for gi, group in enumerate(groups):
+        for ei, e in enumerate(group):
+            sampled = [v for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m]
+            if version - min(sampled, default=version) > max_staleness:
+                stale += 1
+            elif keep[gi, ei] and e.excluded is None and sampled:
+                chosen.append(e)
+                chosen_adv.append(float(adv[gi, ei]))
+    return chosen, chosen_adv, stale
+
+
+def sequence_logprobs(
+    model: Any,
+    ids: torch.Tensor,
+    attention: torch.Tensor,
+    temperature: float,
+    autocast: bool,
+    suppress_ids: list[int] | None = None,
+) -> torch.Tensor:
+    device = next(model.parameters()).device
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
+    return token_logprobs(logits, ids.to(device), temperature, suppress_ids)
+
+
+def optimize(
+    policy: Any,
+    ref: Any | None,
+    optimizer: torch.optim.Optimizer,
+    batch: dict[str, torch.Tensor],
+    cfg: TrainConfig,
+    autocast: bool,
+    suppress: list[int],
+) -> dict[str, float]:
+    n = batch["ids"].shape[0]
+    device = next(policy.parameters()).device
+    micro = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
+    b = {k: v.to(device) for k, v in batch.items()}
+    # Tokens from older policies than the current one get a truncated importance weight.
+    with torch.no_grad():
+        if cfg.recompute_logprobs:
+            old = torch.cat(
+                [
+                    sequence_logprobs(
+                        policy, b["ids"][s], b["attention"][s], cfg.temperature, autocast, suppress
+                    )
+                    for s in micro
+                ]
+            )
+        else:
+            old = b["behav_logp"]
+        weights = torch.clamp(torch.exp(old - b["behav_logp"]), max=cfg.is_cap) * b["mask"]
+        ref_logp = None
+        if ref is not None:
+            ref_logp = torch.cat(
+                [
+                    sequence_logprobs(
+                        ref, b["ids"][s], b["attention"][s], cfg.temperature, autocast, suppress
+                    )
+                    for s in micro
+                ]
+            )
+    total_tokens = float(b["mask"].sum().clamp_min(1))
+    seqs_with_tokens = float((b["mask"].sum(1) > 0).sum().clamp_min(1))
+    stats: dict[str, float] = {}
+    policy.train()
+    for _ in range(cfg.epochs_per_step):
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum, parts = 0.0, []
+        for s in micro:
+            logp = sequence_logprobs(
+                policy, b["ids"][s], b["attention"][s], cfg.temperature, autocast, suppress
+            )
+            kwargs: dict[str, Any] = {}
+            if cfg.aggregation == "token-mean":  # mean over the whole step's tokens, not the micro-batch's
+                kwargs = {"aggregation": "constant", "normaliser": total_tokens}
+            elif cfg.aggregation == "constant":
+                kwargs = {"aggregation": "constant", "normaliser": float(n * cfg.max_new_tokens)}
+            else:
+                kwargs = {"aggregation": "seq-mean"}
+            loss, part = grpo_loss(
+                logp,
+                old[s],
+                b["adv"][s],
+                b["mask"][s],
+                clip_low=cfg.clip_low,
+                clip_high=cfg.clip_high,
+                ref_logp=None if ref_logp is None else ref_logp[s],
+                kl_coef=cfg.kl_coef,
+                is_weights=weights[s],
+                **kwargs,
+            )
+            if cfg.aggregation == "seq-mean":
+                loss = loss * float((b["mask"][s].sum(1) > 0).sum()) / seqs_with_tokens
+            loss.backward()
+            loss_sum += float(loss.detach())
+            parts.append(part)
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        stats = {
+            "loss": loss_sum,
+            "grad_norm": float(grad_norm),
+            **{k: float(np.mean([p[k] for p in parts])) for k in parts[0]},
+        }
+    stats["is_weight_mean"] = float(weights.sum() / b["mask"].sum().clamp_min(1))
+    stats["logprob_mismatch"] = float(((old - b["behav_logp"]).abs() * b["mask"]).sum() / total_tokens)
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+# ---------------------------------------------------------------------------------------------
+def save_checkpoint(
+    folder: Path, policy: Any, tokenizer: Any, optimizer: Any, step: int, cfg: TrainConfig
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    policy.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+    (folder / "trainer_state.json").write_text(json.dumps({"step": step, "config": cfg.to_dict()}, indent=2))
+    return folder
+
+
+def load_resume_state(folder: Path, optimizer: Any) -> int:
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    return int(json.loads((folder / "trainer_state.json").read_text())["step"])
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------
+def episode_metrics(groups: list[list[Episode]]) -> dict[str, float]:
+    flat = [e for g in groups for e in g]
+    ok = [e for e in flat if e.excluded is None]
+    rewards = np.array([e.reward for e in flat])
+    gen = sum(e.transcript.generated_tokens for e in flat)
+    total = sum(len(e.transcript.ids) for e in flat)
+    return {
+        "reward_mean": float(rewards.mean()),
+        "reward_std": float(rewards.std()),
+        "success_rate": float(np.mean([e.success for e in flat])),
+        "group_reward_var": float(np.mean([np.var([e.reward for e in g]) for g in groups])),
+        "zero_var_groups": float(np.mean([np.var([e.reward for e in g]) == 0 for g in groups])),
+        "turns_mean": float(np.mean([e.turns for e in flat])),
+        "tokens_generated": float(gen),
+        "masked_frac": 1.0 - gen / max(total, 1),
+        "excluded": float(len(flat) - len(ok)),
+        "drift": float(sum(e.transcript.drift is not None for e in flat)),
+        "env_latency_s": float(np.mean([e.env_s / max(e.turns + 1, 1) for e in flat])),
+    }
+
+
+def train(
+    cfg: TrainConfig,
+    policy: Any = None,
+    tokenizer: Any = None,
+    backend: GenerationBackend | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Run GRPO per `cfg`; `policy`/`tokenizer`/`backend` may be passed in (tests, benchmarks)."""
+    from agentrl.agent_train.metrics import MetricsLog
+    from agentrl.agent_train.models import load_model
+
+    torch.manual_seed(cfg.seed)
+    device = (
+        "cuda" if cfg.device == "auto" and torch.cuda.is_available() else cfg.device.replace("auto", "cpu")
+    )
+    autocast = cfg.bf16 and device.startswith("cuda")
+    if policy is None:
+        policy, tokenizer = load_model(cfg.resume or cfg.model, cfg.env, device, cfg.seed, **cfg.env_kwargs)
+    policy.to(device)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    start_step = load_resume_state(Path(cfg.resume), optimizer) if cfg.resume else 0
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    if backend is None:
+        backend = make_backend(cfg, policy, tokenizer, device)
+    backend.update_weights(policy.state_dict(), start_step)
+    limits = RolloutLimits(cfg.max_new_tokens, cfg.token_budget, cfg.success_threshold)
+    producer = RolloutProducer(cfg, backend, tokenizer, limits)
+    producer.set_version(start_step)
+    metrics = MetricsLog(out, tensorboard=cfg.tensorboard)
+    eval_seeds = [cfg.eval_seed_offset + i for i in range(cfg.eval_seeds)]
+    result: dict[str, Any] = {"out_dir": str(out)}
+    try:
+        if cfg.eval_seeds:
+            result["eval_before"] = producer.evaluate(eval_seeds, cfg.eval_k)
+            metrics.log(start_step, result["eval_before"])
+            log(f"eval before: {result['eval_before']}")
+        producer.start(start_step, cfg.steps)
+        bar = _progress(cfg, start_step)
+        for step in range(start_step, cfg.steps):
+            t0 = time.perf_counter()
+            _, groups, timing = producer.get()
+            row = episode_metrics(groups)
+            rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
+            adv, keep = group_advantages(rewards, cfg.advantage, zero_variance=cfg.zero_variance)
+            chosen, chosen_adv, stale = select_samples(groups, adv, keep, step, cfg.max_staleness)
+            lags = [
+                step - v
+                for g in groups
+                for e in g
+                for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True)
+                if m
+            ]
+            row.update(
+                staleness_mean=float(np.mean(lags)) if lags else 0.0,
+                dropped_stale=float(stale),
+                trained_samples=float(len(chosen)),
+                rollout_s=timing["rollout_s"],
+                gen_tokens_per_s=timing["gen_tokens"] / max(timing["gen_busy_s"], 1e-9),
+            )
+            t_train = time.perf_counter()
+            if chosen:
+                batch = build_batch(chosen, chosen_adv, tokenizer.pad_token_id)
+                row.update(optimize(policy, ref, optimizer, batch, cfg, autocast, backend.suppress_ids))
+            backend.update_weights({k: v.detach() for k, v in policy.state_dict().items()}, step + 1)
+            producer.set_version(step + 1)
+            row.update(train_s=time.perf_counter() - t_train, step_s=time.perf_counter() - t0)
+            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+                row.update(producer.evaluate(eval_seeds, cfg.eval_k))
+            metrics.log(step + 1, row)
+            if cfg.save_every and (step + 1) % cfg.save_every == 0:
+                save_checkpoint(out / f"checkpoint-{step + 1}", policy, tokenizer, optimizer, step + 1, cfg)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", succ=f"{row['success_rate']:.2f}")
+        if bar is not None:
+            bar.close()
+        if cfg.eval_seeds:
+            result["eval_after"] = producer.evaluate(eval_seeds, cfg.eval_k)
+            metrics.log(cfg.steps, result["eval_after"])
+            log(f"eval after: {result['eval_after']}")
+        result["checkpoint"] = str(
+            save_checkpoint(out / f"checkpoint-{cfg.steps}", policy, tokenizer, optimizer, cfg.steps, cfg)
+        )
+        if cfg.plot:
+            result["plot"] = str(metrics.plot(out / "curves.png"))
+    finally:
+        producer.close()
+        metrics.close()
+    result["metrics"] = metrics.rows
+    return result
+
+
+def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, device: str) -> GenerationBackend:
+    if cfg.backend == "vllm":
+        from agentrl.agent_train.vllm_backend import VLLMBackend
+
+        return VLLMBackend.from_policy(
+            policy,
+            tokenizer,
+            Path(cfg.out_dir) / "vllm-init",
+            temperature=cfg.temperature,
+            max_model_len=cfg.token_budget + cfg.max_new_tokens,
+        )
+    if cfg.backend != "hf":
+        raise ValueError(f"unknown backend {cfg.backend!r}: use 'hf' or 'vllm'")
+    gen_model = copy.deepcopy(policy).requires_grad_(False)
+    if device.startswith("cuda") and cfg.bf16:
+        gen_model = gen_model.to(torch.bfloat16)
+    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature)
+
+
+def _progress(cfg: TrainConfig, start: int) -> Any:
+    if not cfg.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.steps, initial=start, desc="GRPO", unit="step")

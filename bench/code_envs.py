@@ -1,0 +1,139 @@
+"""Benchmark of Bash-v0 / Code-v0 episodes: reset latency with and without the warm container pool,
+and tool-call latency in-process vs through `agentrl serve` (loopback).
+
+    .venv/bin/python bench/code_envs.py            # full run (~2 minutes)
+    .venv/bin/python bench/code_envs.py --quick    # short run (~40 s)
+
+A reset hands the previous container back, takes a new one (a pool hand-over, or a container
+start when the pool is off), uploads the seeded workspace as one tar and runs the task's setup.
+Between measured resets the bench pauses (unmeasured) so the pool can refill, as it does between
+episodes of a real rollout worker; without a pool the pause changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import agentrl  # noqa: F401  (registers the envs)
+from agentrl.server.config import ServerConfig
+from agentrl.server.local import serve_in_thread
+
+console = Console(width=120)
+TASK = "log_errors/0"
+
+
+def call(name: str, **arguments: Any) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def timed(fn: Callable[[], Any], n: int, pause_s: float = 0.0) -> np.ndarray:
+    samples = []
+    for _ in range(n):
+        if pause_s:
+            time.sleep(pause_s)
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return np.array(samples)
+
+
+def resets(env: gym.Env, n: int, pause_s: float, task_id: str = TASK) -> np.ndarray:
+    env.reset(options={"task_id": task_id})  # warm-up: imports, first pool fill
+    time.sleep(1.0)
+    return timed(lambda: env.reset(options={"task_id": task_id}), n, pause_s)
+
+
+def tool_calls(env: gym.Env, action: str, n: int) -> np.ndarray:
+    env.reset(options={"task_id": TASK} if "Bash" in str(env.spec.id) else {"task_id": "implement/0"})
+    env.step(action)  # warm-up
+    return timed(lambda: env.step(action), n)
+
+
+def machine() -> str:
+    docker = subprocess.run(
+        ["docker", "version", "-f", "{{.Server.Version}}"], capture_output=True, text=True
+    )
+    load = os.getloadavg()[0]
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {load:.1f}, "
+        f"Python {platform.python_version()}, Docker {docker.stdout.strip() or '?'}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    args = parser.parse_args()
+    n_reset, n_call = (8, 40) if args.quick else (25, 200)
+    pause = 0.6
+    rows: list[tuple[str, np.ndarray, str]] = []
+
+    def make(env_id: str, **kw: Any) -> gym.Env:
+        return gym.make(env_id, max_turns=10**6, **kw)
+
+    with console.status("reset latency, in-process"):
+        cold = make("agentrl/Bash-v0", pool_size=0)
+        warm = make("agentrl/Bash-v0", pool_size=4)
+        rows.append(("reset Bash-v0, no pool (baseline)", resets(cold, n_reset, pause), "in-process"))
+        rows.append(("reset Bash-v0, warm pool", resets(warm, n_reset, pause), "in-process"))
+        rows.append(
+            ("reset Bash-v0 git task, warm pool", resets(warm, n_reset, pause, "git_ops/0"), "in-process")
+        )
+        bash_local = tool_calls(warm, call("execute_bash", command="echo hi"), n_call)
+        read_local = tool_calls(warm, call("read_file", path="logs/app.log"), n_call)
+        cold.close()
+        code = make("agentrl/Code-v0", pool_size=4)
+        python_local = tool_calls(code, call("run_python", code="x = 1 + 1"), max(10, n_call // 4))
+        code.close()
+    with console.status("through the server"), serve_in_thread(ServerConfig()) as url:
+        remote = make("agentrl/Bash-v0", base_url=url, pool_size=4)
+        rows.append(("reset Bash-v0, warm pool", resets(remote, n_reset, pause), "HTTP"))
+        bash_remote = tool_calls(remote, call("execute_bash", command="echo hi"), n_call)
+        remote.close()
+    warm.close()
+    rows += [
+        ("execute_bash 'echo hi' (baseline)", bash_local, "in-process"),
+        ("execute_bash 'echo hi'", bash_remote, "HTTP"),
+        ("read_file (40 KB log)", read_local, "in-process"),
+        ("run_python cell (Code-v0)", python_local, "in-process"),
+    ]
+
+    table = Table(title="Bash-v0 / Code-v0 latency (ms)")
+    for column in ("measurement", "via", "n", "median", "p90", "p99", "vs baseline"):
+        table.add_column(column, justify="left" if column in ("measurement", "via") else "right")
+    baselines = {"reset": np.median(rows[0][1]), "tool": np.median(bash_local)}
+    for name, samples, via in rows:
+        base = baselines["reset" if name.startswith("reset") else "tool"]
+        ratio = np.median(samples) / base
+        table.add_row(
+            name,
+            via,
+            str(len(samples)),
+            f"{np.median(samples):.1f}",
+            f"{np.percentile(samples, 90):.1f}",
+            f"{np.percentile(samples, 99):.1f}",
+            f"{ratio:.2f}x",
+        )
+    console.print(table)
+    cold_ms, warm_ms = np.median(rows[0][1]), np.median(rows[1][1])
+    console.print(
+        f"warm pool speeds a reset up {cold_ms / warm_ms:.1f}x; HTTP adds "
+        f"{np.median(bash_remote) - np.median(bash_local):.2f} ms per tool call (median)"
+    )
+    console.print(f"machine: {machine()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,389 @@
+"""Benchmark of `agentrl serve` against OpenEnv's own server, client and server in separate processes.
+
+    .venv/bin/python bench/server.py            # full run (~3 minutes)
+    .venv/bin/python bench/server.py --quick    # short run (~1 minute)
+
+Measures (1) the per-step overhead of HTTP over an in-process `env.step` (median, p99), and (2)
+steps/s with p50/p99 step latency at 1, 64 and 512 concurrent episodes for: agentrl's single-step
+endpoint, its batched `/v1/step`, its OpenEnv-compatible `/ws` driven by OpenEnv's client, and,
+as the baseline, the echo env generated from OpenEnv's env template, served by OpenEnv's
+`create_app` and driven by its async `EnvClient` over `/ws`. Echo-v0 and Flights-v0 run on
+agentrl; the OpenEnv baseline is its echo env. Everything talks over loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import agentrl  # noqa: F401  (registers the envs)
+from agentrl.client import AsyncEnvClient, EnvClient
+from agentrl.registration import make_env
+
+ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
+OPENENV, OPENENV_PATH = "OpenEnv echo", "OpenEnv create_app /ws (OpenEnv client)"
+PATHS = {False: "agentrl /v1/episodes/{id}/step", True: "agentrl /v1/step (batched)"}
+LONG = {"max_turns": 10**9}  # episodes must not end while being measured
+console = Console(width=150)
+
+
+def call(name: str, **arguments: Any) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def action_for(env_id: str, info: dict[str, Any]) -> str:
+    """A real tool call: Echo echoes; Flights runs a search query against the episode's database."""
+    if env_id == FLIGHTS:
+        task = info["task"]
+        return call(
+            "search_flights", origin=task["origin"], destination=task["destination"], date=task["date"]
+        )
+    return call("echo", text="hello")
+
+
+# --- processes -----------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def process(cmd: list[str], url: str, cwd: str | None = None):  # type: ignore[no-untyped-def]
+    env = {**os.environ, "AGENTRL_TOKEN": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{cmd[:4]} did not start: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        time.sleep(0.1)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def agentrl_server(port: int):  # type: ignore[no-untyped-def]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentrl",
+        "serve",
+        "--port",
+        str(port),
+        "--max-episodes",
+        "4096",
+        "--env",
+        ECHO,
+        "--env",
+        FLIGHTS,
+    ]
+    return process(cmd, f"http://127.0.0.1:{port}")
+
+
+def openenv_template(workdir: Path) -> Path:
+    """Generate the echo env from OpenEnv's template, allowing as many sessions as the bench opens."""
+    subprocess.run(
+        [sys.executable, "-m", "openenv.cli", "init", "bench_echo", "--output-dir", str(workdir)],
+        check=True,
+        capture_output=True,
+    )
+    app = workdir / "bench_echo" / "server" / "app.py"
+    app.write_text(re.sub(r"max_concurrent_envs=\d+", "max_concurrent_envs=4096", app.read_text()))
+    return workdir
+
+
+def openenv_server(workdir: Path, port: int):  # type: ignore[no-untyped-def]
+    # the template's own entry point: uvicorn.run(app, host, port) with OpenEnv's defaults
+    code = f"from bench_echo.server.app import main; main(host='127.0.0.1', port={port})"
+    return process([sys.executable, "-c", code], f"http://127.0.0.1:{port}", cwd=str(workdir))
+
+
+# --- measurement ---------------------------------------------------------------------------------
+@dataclass
+class Row:
+    env: str
+    path: str
+    sessions: int
+    steps: int
+    seconds: float
+    latencies: np.ndarray
+    error: str | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.steps / self.seconds
+
+    def pct(self, q: float) -> float:
+        return float(np.percentile(self.latencies, q) * 1000)
+
+
+async def sessions_loop(
+    n: int, seconds: float, step_fns: list[Callable[[], Awaitable[Any]]]
+) -> tuple[int, float, np.ndarray]:
+    """Each session steps back to back until the deadline; returns steps, wall time, latencies."""
+    lat: list[list[float]] = [[] for _ in range(n)]
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    async def run(i: int) -> None:
+        fn, mine = step_fns[i], lat[i]
+        while time.perf_counter() < deadline:
+            t = time.perf_counter()
+            await fn()
+            mine.append(time.perf_counter() - t)
+
+    await asyncio.gather(*(run(i) for i in range(n)))
+    wall = time.perf_counter() - start
+    flat = np.array([x for xs in lat for x in xs])
+    return len(flat), wall, flat
+
+
+async def measured(n: int, seconds: float, step_fns: list[Callable[[], Awaitable[Any]]]
+                   ) -> tuple[int, float, np.ndarray]:
+    """A short unmeasured warm-up (connections, caches, the server's cost estimates), then the run."""
+    await sessions_loop(n, min(0.5, seconds / 4), step_fns)
+    return await sessions_loop(n, seconds, step_fns)
+
+
+async def bench_http(url: str, env_id: str, n: int, seconds: float, batched: bool) -> Row:
+    async with AsyncEnvClient(url, timeout=120, max_connections=min(n, 512)) as client:
+        gate = asyncio.Semaphore(64)
+
+        async def create(seed: int) -> tuple[str, str]:
+            async with gate:
+                created = await client.create_episode(env_id, seed=seed, env_kwargs=LONG)
+                return created.episode_id, action_for(env_id, created.info)
+
+        episodes = await asyncio.gather(*(create(seed) for seed in range(n)))
+        if batched:
+
+            async def one_round() -> None:
+                results = await client.step_batch(episodes)
+                assert all(not isinstance(r, Exception) for r in results), results[0]
+
+            steps, wall, lat = await measured(1, seconds, [one_round])
+            lat = np.repeat(lat, n)  # every step of a round waited the round's latency
+            steps *= n
+        else:
+            fns = [lambda e=e, a=a: client.step(e, a) for e, a in episodes]
+            steps, wall, lat = await measured(n, seconds, fns)
+        await asyncio.gather(*(client.close_episode(e) for e, _ in episodes))
+    return Row(
+        env_id,
+        "agentrl /v1/step (batched)" if batched else "agentrl /v1/episodes/{id}/step",
+        n,
+        steps,
+        wall,
+        lat,
+    )
+
+
+async def bench_ws(
+    make_client: Callable[[], Any],
+    reset_kwargs: Callable[[int], dict[str, Any]],
+    action: Callable[[Any], Any],
+    n: int,
+    seconds: float,
+    env: str,
+    path: str,
+) -> Row:
+    clients = [make_client() for _ in range(n)]
+    gate = asyncio.Semaphore(64)
+
+    async def open_one(i: int) -> Any:
+        async with gate:
+            await clients[i].connect()
+            result = await clients[i].reset(**reset_kwargs(i))
+            return action(result)
+
+    actions = await asyncio.gather(*(open_one(i) for i in range(n)))
+    fns = [lambda c=c, a=a: c.step(a) for c, a in zip(clients, actions, strict=True)]
+    steps, wall, lat = await measured(n, seconds, fns)
+    await asyncio.gather(*(c.close() for c in clients))
+    return Row(env, path, n, steps, wall, lat)
+
+
+def overhead(url: str, env_id: str, steps: int) -> dict[str, float]:
+    """Sequential step latency in-process and over HTTP on one long episode, in microseconds."""
+    local = make_env(env_id, **LONG)
+    _, info = local.reset(seed=0)
+    act = action_for(env_id, info)
+    for _ in range(50):
+        local.step(act)
+    lat_local = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        local.step(act)
+        lat_local.append(time.perf_counter() - t)
+    local.close()
+    with EnvClient(url) as client:
+        created = client.create_episode(env_id, seed=0, env_kwargs=LONG)
+        for _ in range(50):
+            client.step(created.episode_id, act)
+        lat_http = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            client.step(created.episode_id, act)
+            lat_http.append(time.perf_counter() - t)
+        client.close_episode(created.episode_id)
+    out = {}
+    for name, xs in (("local", lat_local), ("http", lat_http)):
+        out[f"{name}_p50"] = float(np.percentile(xs, 50) * 1e6)
+        out[f"{name}_p99"] = float(np.percentile(xs, 99) * 1e6)
+    return out
+
+
+# --- main ----------------------------------------------------------------------------------------
+def machine() -> str:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (
+        f"{cpu}; {os.cpu_count()} cores; load avg {load}; Python {platform.python_version()}; "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short measurements (~1 minute in all)")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 512])
+    args = parser.parse_args()
+    seconds = 1.5 if args.quick else 4.0
+    overhead_steps = 500 if args.quick else 3000
+    try:
+        import uvloop  # the clients get the same fast loop as both servers
+
+        run = uvloop.run
+    except ImportError:
+        run = asyncio.run
+    console.print(f"[bold]machine[/]: {machine()}")
+    rows: list[Row] = []
+
+    def add(env: str, path: str, n: int, make: Callable[[], Awaitable[Row]]) -> None:
+        console.print(f"{env} · {path} · {n} sessions ...")
+        try:
+            row = run(make())
+        except Exception as exc:  # one failing configuration must not lose the others' figures
+            row = Row(env, path, n, 0, 1.0, np.array([np.nan]), f"{type(exc).__name__}: {exc}"[:80])
+            console.print(f"  [red]failed[/]: {row.error}")
+        else:
+            console.print(f"  {row.rate:,.0f} steps/s, p50 {row.pct(50):.2f} ms, p99 {row.pct(99):.2f} ms")
+        rows.append(row)
+
+    over: dict[str, dict[str, float]] = {}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    from openenv.core.generic_client import GenericEnvClient
+
+    with agentrl_server(port):
+        for env_id in (ECHO, FLIGHTS):
+            console.print(f"{env_id}: per-step overhead ...")
+            over[env_id] = overhead(url, env_id, overhead_steps)
+            for n in args.sessions:
+                for batched in (False, True):
+                    add(env_id, PATHS[batched], n,
+                        lambda e=env_id, n=n, b=batched: bench_http(url, e, n, seconds, batched=b))
+        for n in args.sessions:
+            add(ECHO, "agentrl /ws (OpenEnv client)", n, lambda n=n: bench_ws(
+                lambda: GenericEnvClient(base_url=f"{url}/openenv/{ECHO}", connect_timeout_s=120),
+                lambda i: {"seed": i, "env_kwargs": LONG},
+                lambda r: {"action": call("echo", text="hello")},
+                n, seconds, ECHO, "agentrl /ws (OpenEnv client)"))
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = openenv_template(Path(tmp))
+        sys.path.insert(0, str(workdir))
+        from bench_echo.client import BenchEchoEnv
+        from bench_echo.models import BenchEchoAction
+
+        for n in args.sessions:  # a fresh server per size: a used one stalls new handshakes
+            oport = free_port()
+            with openenv_server(workdir, oport):
+                add(OPENENV, OPENENV_PATH, n, lambda n=n, p=oport: bench_ws(
+                    lambda: BenchEchoEnv(base_url=f"http://127.0.0.1:{p}", connect_timeout_s=120),
+                    lambda i: {}, lambda r: BenchEchoAction(message="hello"),
+                    n, seconds, OPENENV, OPENENV_PATH))
+    report(rows, over)
+    return 0
+
+
+def report(rows: list[Row], over: dict[str, dict[str, float]]) -> None:
+    baseline = {r.sessions: r for r in rows if r.env == OPENENV and r.error is None}
+    table = Table(title="Throughput and step latency (client and server in separate processes)")
+    for col in ("env", "server · endpoint", "sessions", "steps/s", "p50 ms", "p99 ms", "x OpenEnv"):
+        table.add_column(col, justify="left" if col in ("env", "server · endpoint") else "right")
+    for r in rows:
+        if r.error is not None:
+            table.add_row(r.env, r.path, str(r.sessions), f"[red]failed: {r.error}[/]", "", "", "")
+            continue
+        base = baseline.get(r.sessions)
+        ratio = f"{r.rate / base.rate:.2f}x" if base else "n/a"
+        table.add_row(r.env.removeprefix("agentrl/"), r.path, str(r.sessions), f"{r.rate:,.0f}",
+                      f"{r.pct(50):.2f}", f"{r.pct(99):.2f}", ratio)
+    console.print(table)
+
+    t2 = Table(title="Per-step overhead of HTTP over in-process env.step (sequential, one episode), µs")
+    for col in ("env", "in-process p50", "p99", "HTTP p50", "p99", "overhead p50", "overhead p99"):
+        t2.add_column(col, justify="right")
+    for env_id, o in over.items():
+        t2.add_row(env_id.removeprefix("agentrl/"), *(f"{o[k]:.0f}" for k in
+                   ("local_p50", "local_p99", "http_p50", "http_p99")),
+                   f"{o['http_p50'] - o['local_p50']:.0f}", f"{o['http_p99'] - o['local_p99']:.0f}")
+    console.print(t2)
+
+    aims = Table(title="Aims (Echo-v0 on agentrl vs OpenEnv's echo, same run)")
+    for col in ("aim", "endpoint", "measured", "met"):
+        aims.add_column(col)
+    ours = [r for r in rows if r.env == ECHO and r.error is None]
+    for n in (64, 512):
+        for r in (r for r in ours if r.sessions == n and n in baseline):
+            ratio = r.rate / baseline[n].rate
+            aims.add_row(f">= 1.5x OpenEnv steps/s at {n} sessions", r.path, f"{ratio:.2f}x",
+                         "yes" if ratio >= 1.5 else "no")
+    for r in (r for r in ours if r.sessions == 512):
+        aims.add_row("p99 <= 50 ms at 512 sessions", r.path, f"{r.pct(99):.1f} ms",
+                     "yes" if r.pct(99) <= 50 else "no")
+    if ECHO in over:
+        d = (over[ECHO]["http_p50"] - over[ECHO]["local_p50"]) / 1000
+        met = "yes" if d <= 1 else "no"
+        aims.add_row("per-step overhead <= 1 ms median", PATHS[False], f"{d:.2f} ms", met)
+    console.print(aims)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

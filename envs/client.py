@@ -1,0 +1,396 @@
+"""Clients of `agentrl serve`: `RemoteEnv` (a Gymnasium env), `EnvClient` (sync) and `AsyncEnvClient`.
+
+The wire format lives once, in `_Wire`: each call is described as a `Call` (method, path, body,
+parser) and both clients only move it over httpx and apply the same retry policy. Every step and
+create carries a `request_id`, so a retry after a lost response never steps an episode twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import gymnasium as gym
+import httpx
+
+from agentrl.core import EpisodeOverError as LocalEpisodeOverError
+from agentrl.core import StepResult, TextSpace
+from agentrl.server.wire import API_PREFIX, EnvSpec, EpisodeCreated, EpisodeStatus, ErrorCode
+
+T = TypeVar("T")
+
+
+# --- errors --------------------------------------------------------------------------------------
+class ServerError(Exception):
+    """An error answered by the server; `code` is one of `agentrl.server.wire.ErrorCode`."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after: float | None = None):
+        super().__init__(f"[{status} {code}] {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+class InvalidRequestError(ServerError):
+    """The request was malformed, too large, or the env refused its arguments."""
+
+
+class UnauthorizedError(ServerError):
+    """Missing or wrong bearer token."""
+
+
+class UnknownEnvError(ServerError):
+    """The server does not serve this env id."""
+
+
+class UnknownEpisodeError(ServerError):
+    """The episode never existed, was closed, or expired (idle TTL or max age)."""
+
+
+class EpisodeOverError(ServerError, LocalEpisodeOverError):
+    """Step after the episode ended; also an `agentrl.core.EpisodeOverError`, as locally."""
+
+
+class CapacityError(ServerError):
+    """The server holds its maximum of live episodes; `retry_after` says when to try again."""
+
+
+class ShuttingDownError(ServerError):
+    """The server is shutting down and takes no new episodes."""
+
+
+class RemoteEnvError(ServerError):
+    """The env raised while stepping: a bug in the env, not in the request."""
+
+
+_BY_CODE: dict[str, type[ServerError]] = {
+    ErrorCode.UNAUTHORIZED: UnauthorizedError,
+    ErrorCode.UNKNOWN_ENV: UnknownEnvError,
+    ErrorCode.UNKNOWN_EPISODE: UnknownEpisodeError,
+    ErrorCode.EPISODE_OVER: EpisodeOverError,
+    ErrorCode.CAPACITY: CapacityError,
+    ErrorCode.SHUTTING_DOWN: ShuttingDownError,
+    ErrorCode.ENV_ERROR: RemoteEnvError,
+}
+
+
+def error_from(status: int, body: Any, retry_after: float | None = None) -> ServerError:
+    code, message = "unknown", str(body)[:500]
+    if isinstance(body, dict):
+        code = str(body.get("error", code))
+        message = str(body.get("message", body.get("detail", message)))
+    cls = _BY_CODE.get(code, InvalidRequestError if 400 <= status < 500 else ServerError)
+    return cls(status, code, message, retry_after)
+
+
+# --- the wire format, once -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    body: dict[str, Any] | None = None
+
+
+def _step_result(d: dict[str, Any]) -> StepResult:
+    return StepResult(d["observation"], d["reward"], d["terminated"], d["truncated"], d["info"])
+
+
+def _batch_results(d: dict[str, Any]) -> list[StepResult | ServerError]:
+    out: list[StepResult | ServerError] = []
+    for item in d["results"]:
+        if item.get("error") is None:
+            out.append(_step_result(item["result"]))
+        else:
+            out.append(error_from(item.get("status", 400), item["error"]))
+    return out
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class _Wire:
+    """Requests and parsers of every endpoint; no I/O."""
+
+    @staticmethod
+    def health() -> Call[dict[str, Any]]:
+        return Call("GET", "/health", dict)
+
+    @staticmethod
+    def envs() -> Call[list[EnvSpec]]:
+        return Call("GET", f"{API_PREFIX}/envs", lambda d: [EnvSpec.model_validate(e) for e in d["envs"]])
+
+    @staticmethod
+    def env(env_id: str) -> Call[EnvSpec]:
+        return Call("GET", f"{API_PREFIX}/envs/{env_id}", EnvSpec.model_validate)
+
+    @staticmethod
+    def create(env_id: str, seed: int | None, options: dict[str, Any] | None,
+               env_kwargs: dict[str, Any] | None) -> Call[EpisodeCreated]:
+        body = {"env_id": env_id, "seed": seed, "options": options, "env_kwargs": env_kwargs,
+                "request_id": _new_id()}
+        return Call("POST", f"{API_PREFIX}/episodes", EpisodeCreated.model_validate, body)
+
+    @staticmethod
+    def reset(episode_id: str, seed: int | None, options: dict[str, Any] | None) -> Call[EpisodeCreated]:
+        return Call("POST", f"{API_PREFIX}/episodes/{episode_id}/reset", EpisodeCreated.model_validate,
+                    {"seed": seed, "options": options})
+
+    @staticmethod
+    def step(episode_id: str, action: str, request_id: str | None) -> Call[StepResult]:
+        body = {"action": action, "request_id": request_id or _new_id()}
+        return Call("POST", f"{API_PREFIX}/episodes/{episode_id}/step", _step_result, body)
+
+    @staticmethod
+    def step_batch(items: Sequence[tuple[str, str]]) -> Call[list[StepResult | ServerError]]:
+        steps = [{"episode_id": e, "action": a, "request_id": _new_id()} for e, a in items]
+        return Call("POST", f"{API_PREFIX}/step", _batch_results, {"steps": steps})
+
+    @staticmethod
+    def status(episode_id: str) -> Call[EpisodeStatus]:
+        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}", EpisodeStatus.model_validate)
+
+    @staticmethod
+    def render(episode_id: str) -> Call[str | None]:
+        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/render", lambda d: d["text"])
+
+    @staticmethod
+    def close(episode_id: str) -> Call[bool]:
+        return Call("DELETE", f"{API_PREFIX}/episodes/{episode_id}", lambda d: bool(d["closed"]))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries after transport errors and 429s. Safe because every mutating call is idempotent."""
+
+    retries: int = 3
+    backoff_s: float = 0.1
+    max_wait_s: float = 5.0
+
+    def delay(self, attempt: int, outcome: httpx.Response | Exception) -> float | None:
+        """Seconds to wait before retrying, or None to stop and report `outcome`."""
+        if attempt >= self.retries:
+            return None
+        if isinstance(outcome, httpx.Response):
+            if outcome.status_code != 429:
+                return None
+            after = outcome.headers.get("Retry-After", "")
+            return min(float(after) if after.isdigit() else self.backoff_s * 2**attempt, self.max_wait_s)
+        if isinstance(outcome, httpx.TransportError):
+            return min(self.backoff_s * 2**attempt, self.max_wait_s)
+        return None
+
+
+def _finish(call: Call[T], response: httpx.Response) -> T:
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+    if response.status_code >= 400:
+        after = response.headers.get("Retry-After", "")
+        raise error_from(response.status_code, body, float(after) if after.isdigit() else None)
+    return call.parse(body)
+
+
+def _pooled_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
+    try:
+        from httpx_aiohttp import AiohttpTransport
+    except ImportError:  # httpx's own transport: correct, slower under high concurrency
+        return None
+    return AiohttpTransport(limits=limits)
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class _Api(Generic[T]):
+    """The endpoint methods both clients share; `_run` is sync or async."""
+
+    def _run(self, call: Call[Any]) -> Any:
+        raise NotImplementedError
+
+    def health(self):  # type: ignore[no-untyped-def]
+        return self._run(_Wire.health())
+
+    def list_envs(self):  # type: ignore[no-untyped-def]
+        """Every served env with its spaces, tool specs and defaults."""
+        return self._run(_Wire.envs())
+
+    def env_spec(self, env_id: str):  # type: ignore[no-untyped-def]
+        return self._run(_Wire.env(env_id))
+
+    def create_episode(self, env_id: str, *, seed: int | None = None, options: dict[str, Any] | None = None,
+                       env_kwargs: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
+        """A new episode of `env_id`; returns `EpisodeCreated` (id, first observation, info)."""
+        return self._run(_Wire.create(env_id, seed, options, env_kwargs))
+
+    def reset_episode(self, episode_id: str, *, seed: int | None = None,
+                      options: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
+        """Reset the episode's env in place, as `env.reset()` does locally."""
+        return self._run(_Wire.reset(episode_id, seed, options))
+
+    def step(self, episode_id: str, action: str, *, request_id: str | None = None):  # type: ignore[no-untyped-def]
+        """One step; returns `agentrl.core.StepResult`."""
+        return self._run(_Wire.step(episode_id, action, request_id))
+
+    def step_batch(self, items: Sequence[tuple[str, str]]):  # type: ignore[no-untyped-def]
+        """Step many episodes in one request; per item a `StepResult` or the `ServerError` it got."""
+        return self._run(_Wire.step_batch(items))
+
+    def episode_status(self, episode_id: str):  # type: ignore[no-untyped-def]
+        return self._run(_Wire.status(episode_id))
+
+    def render(self, episode_id: str):  # type: ignore[no-untyped-def]
+        return self._run(_Wire.render(episode_id))
+
+    def close_episode(self, episode_id: str):  # type: ignore[no-untyped-def]
+        return self._run(_Wire.close(episode_id))
+
+
+class EnvClient(_Api):
+    """Synchronous client over one pooled `httpx.Client`."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy | None = None, http: httpx.Client | None = None):
+        self.retry = retry or RetryPolicy()
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token))
+
+    def _run(self, call: Call[T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                outcome: httpx.Response | Exception = self.http.request(
+                    call.method, call.path, json=call.body
+                )
+            except httpx.TransportError as exc:
+                outcome = exc
+            wait = self.retry.delay(attempt, outcome)
+            if wait is None:
+                if isinstance(outcome, Exception):
+                    raise outcome
+                return _finish(call, outcome)
+            time.sleep(wait)
+            attempt += 1
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> EnvClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncEnvClient(_Api):
+    """Asynchronous client for rollout workers, over one pooled `httpx.AsyncClient`.
+
+    When `httpx-aiohttp` is installed the client sends through aiohttp's connection pool:
+    httpx's own pool spends time growing with the number of busy connections on every request,
+    which at 64 concurrent episodes makes it several times slower (encode/httpx#3215).
+    """
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy | None = None, max_connections: int = 256,
+                 http: httpx.AsyncClient | None = None):
+        self.retry = retry or RetryPolicy()
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_headers(token),
+                                              limits=limits, transport=_pooled_transport(limits))
+
+    async def _run(self, call: Call[T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                outcome: httpx.Response | Exception = await self.http.request(
+                    call.method, call.path, json=call.body
+                )
+            except httpx.TransportError as exc:
+                outcome = exc
+            wait = self.retry.delay(attempt, outcome)
+            if wait is None:
+                if isinstance(outcome, Exception):
+                    raise outcome
+                return _finish(call, outcome)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncEnvClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+# --- Gymnasium -----------------------------------------------------------------------------------
+class RemoteEnv(gym.Env[str, str]):
+    """An agentrl env running on an agentrl server, behind the ordinary Gymnasium API.
+
+    `gym.make("agentrl/Flights-v0", base_url="http://127.0.0.1:8000")` returns one. It holds one
+    server-side episode (one env instance) across resets, so seeding behaves as locally: the same
+    seed gives the same observations, and `reset()` without a seed continues the env's RNG.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, env_id: str, *, base_url: str, token: str | None = None, timeout: float = 60.0,
+                 render_mode: str | None = None, client: EnvClient | None = None, **env_kwargs: Any):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.env_id = env_id
+        self.render_mode = render_mode
+        self._owns_client = client is None
+        self.client = client or EnvClient(base_url, token=token, timeout=timeout)
+        self.env_kwargs = dict(env_kwargs, **({"render_mode": render_mode} if render_mode else {}))
+        spec = self.client.env_spec(env_id)
+        if not spec.available or spec.action_space is None or spec.observation_space is None:
+            raise UnknownEnvError(503, "env_unavailable", f"{env_id} is not available: {spec.reason}")
+        self.action_space = TextSpace(spec.action_space.max_length)
+        self.observation_space = TextSpace(spec.observation_space.max_length)
+        self.tools = spec.tools
+        self.episode_id: str | None = None
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        created = None
+        if self.episode_id is not None:
+            try:
+                created = self.client.reset_episode(self.episode_id, seed=seed, options=options)
+            except UnknownEpisodeError:  # expired on the server: start a fresh env
+                self.episode_id = None
+        if created is None:
+            created = self.client.create_episode(self.env_id, seed=seed, options=options,
+                                                 env_kwargs=self.env_kwargs)
+            self.episode_id = created.episode_id
+        return created.observation, created.info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.episode_id is None:
+            raise EpisodeOverError(409, ErrorCode.EPISODE_OVER, "call reset() before step()")
+        return self.client.step(self.episode_id, action).as_tuple()
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self.episode_id is None:
+            return None
+        return self.client.render(self.episode_id)
+
+    def close(self) -> None:
+        if self.episode_id is not None:
+            with contextlib.suppress(ServerError, httpx.HTTPError):  # expired, or the server stopped
+                self.client.close_episode(self.episode_id)
+            self.episode_id = None
+        if self._owns_client:
+            self.client.close()
+        super().close()

@@ -1,0 +1,487 @@
+"""Flights-v0: book, cancel and change flights through tools over a per-episode SQLite world.
+
+Each episode's database is a page copy of a cached world template (see `world.py`); the tools
+are ORM queries against it, and the final reward is the verifier's judgement of that database
+(see `tasks.py`). Stochastic options make the world move while the agent works: other customers
+buy seats, the service is sometimes busy, and a fare may rise between search and booking.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from agentrl.core import ToolEnv, ToolError, tool
+from agentrl.flights import models as m
+from agentrl.flights.queries import WorldQueries
+from agentrl.flights.schemas import (
+    BookArgs,
+    BookingArgs,
+    ChangeArgs,
+    FilterArgs,
+    FinishArgs,
+    FlightArgs,
+    PassengerArgs,
+    SearchArgs,
+    SeatsArgs,
+)
+from agentrl.flights.tasks import FAMILIES, LEVELS, NEGATIVE, SPLITS, Task, generate_task, verify
+from agentrl.flights.world import (
+    AIRPORT_CITY,
+    CABINS,
+    CITY_AIRPORTS,
+    POSITIONS,
+    SEAT_INFO,
+    WORLDS,
+    World,
+    fingerprint,
+    new_engine,
+    new_pnr,
+)
+
+BUSY = "service busy, please retry the same call"
+
+
+class FlightsEnv(WorldQueries, ToolEnv):
+    """An airline customer-service desk: satisfy one customer's request, then call `finish`.
+
+    Reward is 1 only if the final database holds exactly the requested change and nothing else
+    (no stray bookings, no overcharges); `info["progress"]` lists the subgoals reached.
+    """
+
+    default_max_turns = 30
+    max_calls_per_turn = 8
+    task_fields: ClassVar[tuple[str, ...]] = ("family", "level", "split")
+
+    def __init__(
+        self,
+        *,
+        days: int = 1,
+        families: tuple[str, ...] | list[str] | None = None,
+        levels: tuple[int, ...] | list[int] | None = None,
+        split: str = "train",
+        stochastic: bool = False,
+        churn: bool | None = None,
+        busy_rate: float | None = None,
+        fare_changes: bool | None = None,
+        shaped_reward: bool = False,
+        shaping: float = 0.1,
+        world_pool: int = 16,
+        max_turns: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(max_turns=max_turns, render_mode=render_mode)
+        if days < 1:
+            raise ValueError("days must be at least 1")
+        self.days, self.world_pool = days, world_pool
+        self.families = tuple(families or FAMILIES)
+        self.levels = tuple(levels or LEVELS)
+        self.split = split
+        self._check_choice(self.families, self.levels, split)
+        self.churn = stochastic if churn is None else churn
+        self.busy_rate = (0.15 if stochastic else 0.0) if busy_rate is None else busy_rate
+        self.fare_changes = stochastic if fare_changes is None else fare_changes
+        self.shaped_reward, self.shaping = shaped_reward, shaping
+        self._engine = new_engine()
+        self._raw = self._engine.raw_connection().driver_connection
+        self.session = Session(self._engine, expire_on_commit=False)
+        self._reset_seed: int | None = None
+        self.world: World | None = None
+        self.task: Task | None = None
+
+    @staticmethod
+    def _check_choice(families: tuple[str, ...], levels: tuple[int, ...], split: str) -> None:
+        if unknown := set(families) - set(FAMILIES):
+            raise ValueError(f"unknown task families {sorted(unknown)}; choose from {FAMILIES}")
+        if unknown_levels := set(levels) - set(LEVELS):
+            raise ValueError(f"unknown levels {sorted(unknown_levels)}; choose from {LEVELS}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {tuple(SPLITS)}")
+
+    # --- episode lifecycle -----------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        self._reset_seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if unknown := set(options) - set(self.task_fields):
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {self.task_fields}")
+        family = options.get("family") or self.families[int(self.np_random.integers(len(self.families)))]
+        level = int(options.get("level") or self.levels[int(self.np_random.integers(len(self.levels)))])
+        split = options.get("split", self.split)
+        self._check_choice((family,), (level,), split)
+        low, high = SPLITS[split]
+        index = self._reset_seed if self._reset_seed is not None else int(self.np_random.integers(high - low))
+        task_seed = low + index % (high - low)
+        world_seed = task_seed % self.world_pool + (0 if split == "train" else 10_000)
+        self.world = WORLDS.get(world_seed, self.days)
+        self.session.close()
+        WORLDS.copy_into(self.world, self._raw)
+        self.task = generate_task(self.world, family, level, task_seed, self.fare_changes)
+        self._rng = np.random.default_rng([task_seed, 31337])
+        self._last_search: list[int] = []
+        self._pnrs = set(self.world.bookings)
+        self._was_busy = False
+        self._fare_changed = False
+        self._finish_message: str | None = None
+        self._progress = {goal: False for goal in self._goals()}
+        self._paid_goals = 0
+        info = {"task": {**self.task.request, "text": self.task.text, "seed": task_seed, "world": world_seed}}
+        return f"# Customer request\n{self.task.text}", info
+
+    def _goals(self) -> list[str]:
+        request = self.task.request
+        goals = ["looked_up_booking"] if request["pnr"] else []
+        goals.append("searched_route")
+        if self.task.expected.no_flight:
+            return [*goals, "declined_correctly"]
+        goals.append("inspected_target")
+        if request["seat_position"]:
+            goals.append("checked_seats")
+        if self.task.expected.cancel:
+            goals.append("cancelled_old")
+        return [*goals, "state_correct", "finished"]
+
+    def _mark(self, goal: str) -> None:
+        if goal in self._progress:
+            self._progress[goal] = True
+
+    def _step_info(self) -> dict[str, Any]:
+        if self.task is None:
+            return {}
+        return {"progress": dict(self._progress)}
+
+    def _step_reward(self) -> float:
+        if not self.shaped_reward:
+            return 0.0
+        reached = sum(self._progress.values())
+        paid, self._paid_goals = self._paid_goals, reached
+        return self.shaping * (reached - paid)
+
+    def _final_reward(self) -> float:
+        return float(verify(self.session, self.world, self.task, self._finish_message))
+
+    def close(self) -> None:
+        self.session.close()
+        self._engine.dispose()
+
+    def fingerprint(self) -> str:
+        """Hash of the episode database's current contents (see `world.fingerprint`)."""
+        with self._engine.connect() as conn:
+            return fingerprint(conn)
+
+    # --- the moving world --------------------------------------------------------------------
+    def _service(self) -> None:
+        """Run before every tool: maybe refuse as busy, maybe let other customers buy seats."""
+        if self.busy_rate and not self._was_busy and self._rng.random() < self.busy_rate:
+            self._was_busy = True
+            raise ToolError(BUSY)
+        self._was_busy = False
+        if self.churn and self._rng.random() < 0.5:
+            self._churn()
+
+    def _churn(self) -> None:
+        """Sell a seat on the request's route and day, never the last of a cabin or seat type.
+
+        Keeping those classes non-empty keeps every task's answer stable while the seat maps move.
+        """
+        request = self.task.request
+        flights = self.world.route_flights(request["origin"], request["destination"], request["date"])
+        flight_id = flights[int(self._rng.integers(len(flights)))]
+        cabin = CABINS[int(self._rng.integers(len(CABINS)))]
+        free = self._free_seats(flight_id, cabin)
+        if sum(len(v) for v in free.values()) <= 6:
+            return
+        position = POSITIONS[int(self._rng.integers(len(POSITIONS)))]
+        if len(free[position]) <= 1:
+            return
+        seat_no = free[position][int(self._rng.integers(len(free[position])))]
+        self.session.add(
+            m.OccupiedSeat(
+                flight_id=flight_id, seat_no=seat_no, cabin=cabin, position=position, source="churn"
+            )
+        )
+        self.session.commit()
+
+    def _maybe_change_fare(self) -> None:
+        if self.task.fare_change and not self._fare_changed:
+            flight_id, cabin, price = self.task.fare_change
+            self._fare_changed = True
+            self.session.get(m.Fare, (flight_id, cabin)).price = price
+            self.session.commit()
+            raise ToolError(
+                "fares on this route changed since your search; nothing was booked or changed. "
+                "Search again for current prices."
+            )
+
+    def _after_write(self) -> None:
+        if "state_correct" in self._progress and verify(self.session, self.world, self.task, None):
+            self._mark("state_correct")
+
+    # --- tools ---------------------------------------------------------------------------------
+    @tool(
+        "Search flights by origin, destination and date. Results include nearby airports of the same "
+        "cities and are not sorted."
+    )
+    def search_flights(self, args: SearchArgs) -> dict[str, Any]:
+        self._service()
+        origins = CITY_AIRPORTS.get(AIRPORT_CITY.get(args.origin, ""), [])
+        destinations = CITY_AIRPORTS.get(AIRPORT_CITY.get(args.destination, ""), [])
+        if not origins or not destinations:
+            raise ToolError(f"unknown airport code; known: {', '.join(sorted(AIRPORT_CITY))}")
+        found = [
+            fid for o in origins for d in destinations for fid in self.world.route_flights(o, d, args.date)
+        ]
+        found.sort(key=lambda fid: self.world.flights[fid]["number"])
+        self._last_search = found
+        request = self.task.request
+        if (args.origin, args.destination, args.date) == (
+            request["origin"],
+            request["destination"],
+            request["date"],
+        ):
+            self._mark("searched_route")
+        return {"count": len(found), "results": self._summaries(found)}
+
+    @tool("Filter and sort the results of the last search_flights call.")
+    def filter_flights(self, args: FilterArgs) -> dict[str, Any]:
+        self._service()
+        if not self._last_search:
+            raise ToolError("nothing to filter: call search_flights first")
+        rows = self._summaries(self._last_search)
+        cabin = args.cabin or "economy"
+        rows = [
+            r
+            for r in rows
+            if args.depart_after <= r["departs"] <= args.depart_before
+            and (args.origin is None or r["origin"] == args.origin)
+            and (args.destination is None or r["destination"] == args.destination)
+            and (args.max_price is None or r["fares"][cabin]["price"] <= args.max_price)
+            and (args.cabin is None or r["fares"][cabin]["seats_left"] > 0)
+        ]
+        if args.sort_by == "price":
+            rows.sort(key=lambda r: (r["fares"][cabin]["price"], r["departs"]))
+        elif args.sort_by == "departure":
+            rows.sort(key=lambda r: r["departs"])
+        return {"count": len(rows), "results": rows}
+
+    @tool("Details of one flight: schedule, fares, fare rules and seats left per cabin.")
+    def get_flight(self, args: FlightArgs) -> dict[str, Any]:
+        self._service()
+        flight = self._flight(args.flight_id)
+        summary = self._summaries([flight.id])[0]
+        for fare in self.session.scalars(select(m.Fare).where(m.Fare.flight_id == flight.id)):
+            summary["fares"][fare.cabin].update(refund_pct=fare.refund_pct, change_fee=fare.change_fee)
+        summary["carrier"] = flight.carrier
+        if flight.id in self.task.target_flights:
+            self._mark("inspected_target")
+        return summary
+
+    @tool("Free seats of a flight's cabin, grouped by window / aisle / middle.")
+    def check_seats(self, args: SeatsArgs) -> dict[str, Any]:
+        self._service()
+        self._flight(args.flight_id)
+        free = self._free_seats(args.flight_id, args.cabin)
+        if args.position:
+            free = {args.position: free[args.position]}
+        if args.flight_id in self.task.target_flights:
+            self._mark("inspected_target")
+            self._mark("checked_seats")
+        return {
+            "flight_id": args.flight_id,
+            "cabin": args.cabin,
+            "available": free,
+            "counts": {p: len(s) for p, s in free.items()},
+        }
+
+    @tool("A passenger's profile: payment methods with balances, and bookings.")
+    def get_passenger(self, args: PassengerArgs) -> dict[str, Any]:
+        self._service()
+        passenger = self.session.get(m.Passenger, args.passenger_id)
+        if passenger is None:
+            raise ToolError(f"no passenger {args.passenger_id!r}")
+        methods = self.session.scalars(
+            select(m.PaymentMethod).where(m.PaymentMethod.passenger_id == passenger.id)
+        )
+        pnrs = self.session.scalars(select(m.Booking.pnr).where(m.Booking.passenger_id == passenger.id))
+        return {
+            "passenger_id": passenger.id,
+            "name": passenger.name,
+            "email": passenger.email,
+            "payment_methods": [{"id": p.id, "kind": p.kind, "balance": p.balance} for p in methods],
+            "bookings": list(pnrs),
+        }
+
+    @tool(
+        "Book seats on a flight for one or more passengers, paid by one payment method. Give an exact "
+        "seat (one passenger only) or a seat preference; otherwise the first free seats are assigned."
+    )
+    def book_flight(self, args: BookArgs) -> dict[str, Any]:
+        self._service()
+        flight = self._flight(args.flight_id)
+        if args.seat and len(args.passenger_ids) > 1:
+            raise ToolError("an exact seat can only be given for one passenger; use seat_preference")
+        if len(set(args.passenger_ids)) != len(args.passenger_ids):
+            raise ToolError("a passenger is listed twice")
+        for pid in args.passenger_ids:
+            if pid not in self.world.passenger_ids:
+                raise ToolError(f"no passenger {pid!r}")
+        self._maybe_change_fare()
+        price = self.session.get(m.Fare, (flight.id, args.cabin)).price
+        seats = self._pick_seat(
+            flight.id, args.cabin, args.seat, args.seat_preference, len(args.passenger_ids)
+        )
+        pm = self._payment_method(args.payment_method_id, price * len(args.passenger_ids))
+        made = []
+        for pid, seat_no in zip(args.passenger_ids, seats, strict=True):
+            pnr = new_pnr(self._rng)
+            while pnr in self._pnrs:
+                pnr = new_pnr(self._rng)
+            self._pnrs.add(pnr)
+            position = SEAT_INFO[flight.aircraft][seat_no][4]
+            self.session.add(
+                m.Booking(
+                    pnr=pnr,
+                    passenger_id=pid,
+                    flight_id=flight.id,
+                    cabin=args.cabin,
+                    seat_no=seat_no,
+                    fare_paid=price,
+                    payment_method_id=pm.id,
+                    status="confirmed",
+                )
+            )
+            self.session.add(
+                m.OccupiedSeat(
+                    flight_id=flight.id,
+                    seat_no=seat_no,
+                    cabin=args.cabin,
+                    position=position,
+                    source="booking",
+                    pnr=pnr,
+                )
+            )
+            self._charge(pm, pnr, "fare", price)
+            made.append(
+                {"pnr": pnr, "passenger_id": pid, "seat": seat_no, "position": position, "fare_paid": price}
+            )
+        self.session.commit()
+        self._after_write()
+        return {
+            "status": "confirmed",
+            "flight_id": flight.id,
+            "cabin": args.cabin,
+            "bookings": made,
+            "total_charged": price * len(made),
+            "payment_method_id": pm.id,
+            "balance_after": pm.balance,
+        }
+
+    @tool("Look up a booking by its PNR, with its flight and fare rules.")
+    def get_booking(self, args: BookingArgs) -> dict[str, Any]:
+        self._service()
+        view = self._booking_view(self._booking(args.pnr))
+        if view["pnr"] == self.task.request["pnr"]:
+            self._mark("looked_up_booking")
+        return view
+
+    @tool(
+        "Cancel a booking: its seat is released and refund_pct of the fare paid goes back to the payment "
+        "method it was paid with."
+    )
+    def cancel_booking(self, args: BookingArgs) -> dict[str, Any]:
+        self._service()
+        booking = self._booking(args.pnr)
+        if booking.status != "confirmed":
+            raise ToolError(f"booking {booking.pnr} is already {booking.status}")
+        fare = self.session.get(m.Fare, (booking.flight_id, booking.cabin))
+        refund = booking.fare_paid * fare.refund_pct // 100
+        pm = self.session.get(m.PaymentMethod, booking.payment_method_id)
+        booking.status = "cancelled"
+        self.session.execute(
+            delete(m.OccupiedSeat).where(
+                m.OccupiedSeat.flight_id == booking.flight_id, m.OccupiedSeat.seat_no == booking.seat_no
+            )
+        )
+        self._charge(pm, booking.pnr, "refund", -refund)
+        self.session.commit()
+        if self.task.expected.cancel and booking.pnr == self.task.expected.cancel[0]:
+            self._mark("cancelled_old")
+        self._after_write()
+        return {
+            "pnr": booking.pnr,
+            "status": "cancelled",
+            "refund": refund,
+            "payment_method_id": pm.id,
+            "balance_after": pm.balance,
+        }
+
+    @tool(
+        "Move a booking to another flight on the same route, same cabin. Charges the change fee plus any "
+        "higher fare (a lower fare is not refunded)."
+    )
+    def change_booking(self, args: ChangeArgs) -> dict[str, Any]:
+        self._service()
+        booking = self._booking(args.pnr)
+        if booking.status != "confirmed":
+            raise ToolError(f"booking {booking.pnr} is {booking.status}")
+        old, new = self._flight(booking.flight_id), self._flight(args.new_flight_id)
+        if (old.origin, old.destination) != (new.origin, new.destination) or old.id == new.id:
+            raise ToolError(f"a booking can only move to another {old.origin}->{old.destination} flight")
+        self._maybe_change_fare()
+        rules = self.session.get(m.Fare, (old.id, booking.cabin))
+        price = self.session.get(m.Fare, (new.id, booking.cabin)).price
+        difference = max(0, price - booking.fare_paid)
+        seat_no = self._pick_seat(new.id, booking.cabin, args.seat, args.seat_preference, 1)[0]
+        pm = self._payment_method(booking.payment_method_id, rules.change_fee + difference)
+        self.session.execute(
+            delete(m.OccupiedSeat).where(
+                m.OccupiedSeat.flight_id == old.id, m.OccupiedSeat.seat_no == booking.seat_no
+            )
+        )
+        self.session.add(
+            m.OccupiedSeat(
+                flight_id=new.id,
+                seat_no=seat_no,
+                cabin=booking.cabin,
+                position=SEAT_INFO[new.aircraft][seat_no][4],
+                source="booking",
+                pnr=booking.pnr,
+            )
+        )
+        booking.flight_id, booking.seat_no, booking.fare_paid = (
+            new.id,
+            seat_no,
+            booking.fare_paid + difference,
+        )
+        if rules.change_fee:
+            self._charge(pm, booking.pnr, "change_fee", rules.change_fee)
+        if difference:
+            self._charge(pm, booking.pnr, "fare_difference", difference)
+        self.session.commit()
+        self._after_write()
+        return {
+            "pnr": booking.pnr,
+            "status": "confirmed",
+            "flight_id": new.id,
+            "seat": seat_no,
+            "charged": rules.change_fee + difference,
+            "balance_after": pm.balance,
+        }
+
+    @tool(
+        "Finish with a message to the customer (what was done, or why nothing could be).", ends_episode=True
+    )
+    def finish(self, args: FinishArgs) -> str:
+        self._finish_message = args.message
+        if self.task.expected.no_flight:
+            if NEGATIVE.search(args.message) and verify(self.session, self.world, self.task, args.message):
+                self._mark("declined_correctly")
+        else:
+            self._mark("finished")
+        return "conversation closed"

@@ -1,0 +1,266 @@
+"""The FastAPI app serving agentrl envs: a versioned episode API plus OpenEnv's WebSocket protocol.
+
+Nothing here knows any particular env: envs are built by id through `agentrl.registration`.
+Step responses are encoded in the worker thread (see `episodes.py`) and sent as raw bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hmac
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentrl import __version__
+from agentrl.registration import load_env_class
+from agentrl.server import openenv_ws
+from agentrl.server.config import ServerConfig
+from agentrl.server.episodes import ApiError, EpisodeRegistry, dumps
+from agentrl.server.metrics import Metrics
+from agentrl.server.wire import (
+    API_PREFIX,
+    BatchResults,
+    BatchStep,
+    Closed,
+    CreateEpisode,
+    EnvList,
+    EnvSpec,
+    EpisodeCreated,
+    EpisodeStatus,
+    ErrorBody,
+    ErrorCode,
+    Health,
+    Rendered,
+    ResetEpisode,
+    StepAction,
+    StepOutcome,
+)
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 429, 503)
+}
+JSON = "application/json"
+
+
+def _error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps({"error": code, "message": message}), status, headers=headers, media_type=JSON)
+
+
+class GuardMiddleware:
+    """Bearer-token auth and a request-size limit, in front of everything but `/health`.
+
+    A plain ASGI middleware: it costs a dict lookup per request, where Starlette's
+    `BaseHTTPMiddleware` would add a task and a stream copy.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int, metrics: Metrics) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.max_body = max_body_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
+            return await self.app(scope, receive, send)
+        if self.token is not None and not self._authorized(scope):
+            self.metrics.errors.labels(ErrorCode.UNAUTHORIZED).inc()
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
+            response = _error_response(401, ErrorCode.UNAUTHORIZED, "missing or wrong bearer token",
+                                       {"WWW-Authenticate": "Bearer"})
+            return await response(scope, receive, send)
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if name == b"content-length" and (not value.isdigit() or int(value) > self.max_body):
+                    self.metrics.errors.labels(ErrorCode.BODY_TOO_LARGE).inc()
+                    response = _error_response(413, ErrorCode.BODY_TOO_LARGE,
+                                               f"request body over the limit of {self.max_body} bytes")
+                    return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.token is not None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, given = value.partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token)
+        if scope["type"] == "websocket":  # browsers and OpenEnv's client cannot set headers on a WS
+            for part in scope.get("query_string", b"").split(b"&"):
+                key, _, given = part.partition(b"=")
+                if key == b"token":
+                    return hmac.compare_digest(given, self.token)
+        return False
+
+
+def _env_spec(env_id: str) -> dict[str, Any]:
+    """What a client needs to know about an env, read from a default instance (built in a thread)."""
+    try:
+        cls = load_env_class(env_id)
+        env = cls()
+    except Exception as exc:  # e.g. its module is not installed here, or it needs Docker
+        return {"env_id": env_id, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    try:
+        spec: dict[str, Any] = {"env_id": env_id}
+        for name in ("action_space", "observation_space"):
+            space = getattr(env, name)
+            spec[name] = {"type": "text", "max_length": int(space.max_length),
+                          "min_length": int(space.min_length)}
+        tool_specs = getattr(cls, "tool_specs", None)
+        spec["tools"] = tool_specs() if callable(tool_specs) else []
+        spec["default_options"] = {"max_turns": getattr(env, "max_turns", None)}
+        return json.loads(dumps(spec))
+    finally:
+        env.close()
+
+
+def tune_gc() -> None:
+    """Fewer, cheaper garbage collections: full passes over every live episode's objects pause all
+    episodes at once (tens to hundreds of ms with many episodes), so the start-up objects are frozen
+    out of the scans and young collections run less often. Reference counting still frees at once.
+    """
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(50_000, max(middle, 20), max(old, 100))
+
+
+def create_app(config: ServerConfig | None = None) -> FastAPI:
+    config = config or ServerConfig()
+    metrics = Metrics()
+    registry = EpisodeRegistry(config, metrics)
+    spec_cache: dict[str, dict[str, Any]] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tune_gc()
+        registry.start()
+        yield
+        await registry.shutdown()
+
+    app = FastAPI(title="agentrl", version=__version__, lifespan=lifespan,
+                  description="Stateful agentrl episodes over HTTP, one env instance per episode.")
+    app.state.registry = registry
+    app.state.metrics = metrics
+    app.state.config = config
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        metrics.errors.labels(exc.code).inc()
+        return _error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        metrics.errors.labels(ErrorCode.INVALID_REQUEST).inc()
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            problems.append(f"{where}: {err.get('msg', 'invalid')}")
+        return _error_response(422, ErrorCode.INVALID_REQUEST, "; ".join(problems) or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = ErrorCode.NOT_FOUND if exc.status_code == 404 else ErrorCode.INVALID_REQUEST
+        return _error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    # --- service -----------------------------------------------------------------------------
+    @app.get("/health", response_model=Health)
+    async def health() -> dict[str, Any]:
+        status = "shutting_down" if registry.shutting_down else "healthy"
+        return {"status": status, "live_episodes": registry.live, "max_episodes": config.max_episodes}
+
+    @app.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    # --- envs --------------------------------------------------------------------------------
+    async def spec_of(env_id: str) -> dict[str, Any]:
+        registry.check_env_id(env_id)
+        if env_id not in spec_cache:
+            spec = await registry.dispatch.run("spec", _env_spec, env_id)
+            spec_cache[env_id] = spec
+        return spec_cache[env_id]
+
+    @app.get(f"{API_PREFIX}/envs", response_model=EnvList)
+    async def list_envs() -> dict[str, Any]:
+        return {"envs": [await spec_of(env_id) for env_id in registry.env_ids]}
+
+    @app.get(f"{API_PREFIX}/envs/{{env_id:path}}", response_model=EnvSpec, responses=ERRORS)
+    async def get_env(env_id: str) -> dict[str, Any]:
+        return await spec_of(env_id)
+
+    # --- episodes ----------------------------------------------------------------------------
+    @app.post(f"{API_PREFIX}/episodes", response_model=EpisodeCreated, status_code=201, responses=ERRORS)
+    async def create_episode(req: CreateEpisode) -> Response:
+        _, first = await registry.create(req.env_id, req.seed, req.options, req.env_kwargs, req.request_id)
+        return Response(dumps(first), 201, media_type=JSON)
+
+    @app.get(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=EpisodeStatus, responses=ERRORS)
+    async def get_episode(episode_id: str) -> dict[str, Any]:
+        return registry.get(episode_id).status()
+
+    @app.delete(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=Closed, responses=ERRORS)
+    async def delete_episode(episode_id: str) -> dict[str, Any]:
+        if not await registry.close(episode_id):
+            registry.get(episode_id)  # raises the 404
+        return {"episode_id": episode_id, "closed": True}
+
+    @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepOutcome, responses=ERRORS)
+    async def step_episode(episode_id: str, req: StepAction) -> Response:
+        _, body = await registry.step(episode_id, req.action, req.request_id)
+        return Response(body, media_type=JSON)
+
+    @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/reset", response_model=EpisodeCreated, responses=ERRORS)
+    async def reset_episode(episode_id: str, req: ResetEpisode) -> Response:
+        """Start over on the same env instance, as `env.reset()` does locally (its RNG continues)."""
+        ep = registry.get(episode_id)
+        first = await registry.reset(ep, req.seed, req.options)
+        return Response(dumps({"episode_id": ep.episode_id, "env_id": ep.env_id, **first}), media_type=JSON)
+
+    @app.get(f"{API_PREFIX}/episodes/{{episode_id}}/render", response_model=Rendered, responses=ERRORS)
+    async def render_episode(episode_id: str) -> dict[str, Any]:
+        return {"text": await registry.render(episode_id)}
+
+    @app.post(f"{API_PREFIX}/step", response_model=BatchResults, responses=ERRORS)
+    async def step_batch(req: BatchStep) -> Response:
+        async def one(episode_id: str, action: str, request_id: str | None) -> bytes:
+            head = b'{"episode_id":' + dumps(episode_id)
+            try:
+                _, body = await registry.step(episode_id, action, request_id)
+            except ApiError as exc:
+                metrics.errors.labels(exc.code).inc()
+                return head + b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
+            return head + b',"status":200,"result":' + body + b',"error":null}'
+
+        parts = await asyncio.gather(*(one(s.episode_id, s.action, s.request_id) for s in req.steps))
+        return Response(b'{"results":[' + b",".join(parts) + b"]}", media_type=JSON)
+
+    # --- OpenEnv compatibility ---------------------------------------------------------------
+    @app.websocket("/ws")
+    async def openenv_default(websocket: WebSocket) -> None:
+        await openenv_ws.serve_session(websocket, registry, config.default_env_id)
+
+    @app.websocket("/openenv/{env_id:path}/ws")
+    async def openenv_for_env(websocket: WebSocket, env_id: str) -> None:
+        await openenv_ws.serve_session(websocket, registry, env_id)
+
+    @app.get("/schema")
+    async def openenv_schema() -> dict[str, Any]:
+        return openenv_ws.SCHEMA
+
+    @app.get("/metadata")
+    async def openenv_metadata() -> dict[str, Any]:
+        return {"name": "agentrl", "version": __version__, "envs": list(registry.env_ids),
+                "default_env": config.default_env_id}
+
+    app.add_middleware(GuardMiddleware, token=config.resolved_token(),
+                       max_body_bytes=config.max_body_bytes, metrics=metrics)
+    return app

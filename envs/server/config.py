@@ -1,0 +1,56 @@
+"""Settings of one agentrl server; a plain dataclass so that tests and the CLI build it the same way."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+
+TOKEN_ENV_VAR = "AGENTRL_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # env ids served; None serves every id in agentrl.registration.ENV_ENTRY_POINTS
+    env_ids: tuple[str, ...] | None = None
+    # env used by the OpenEnv WebSocket at /ws when a reset names none
+    default_env_id: str | None = None
+    token: str | None = None
+    max_episodes: int = 1024
+    idle_ttl_s: float = 600.0
+    max_age_s: float = 3600.0
+    reap_interval_s: float = 5.0
+    max_action_chars: int = 65_536
+    # request bodies above this are refused before they are read whole (batches carry many actions)
+    max_body_bytes: int = 16 * 1024 * 1024
+    # threads running env code (env steps block; the event loop never does)
+    workers: int = 64
+    # results kept per episode for `request_id` retries
+    idempotency_window: int = 32
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def resolved_token(self) -> str | None:
+        return self.token or os.environ.get(TOKEN_ENV_VAR) or None
+
+    def check(self) -> None:
+        """Refuse settings that would expose envs without auth or that cannot work."""
+        if not is_loopback(self.host) and not self.resolved_token():
+            raise ValueError(
+                f"binding to non-loopback host {self.host!r} requires a token "
+                f"(--token or the {TOKEN_ENV_VAR} environment variable)"
+            )
+        if self.max_episodes < 1 or self.workers < 1:
+            raise ValueError("max_episodes and workers must be at least 1")
+        if self.idle_ttl_s <= 0 or self.max_age_s <= 0 or self.reap_interval_s <= 0:
+            raise ValueError("idle_ttl_s, max_age_s and reap_interval_s must be positive")

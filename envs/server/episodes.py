@@ -1,0 +1,326 @@
+"""The episode registry: every live episode, its env instance, its lock and its lifetime.
+
+Env code is blocking, so it always runs in a thread pool; an `asyncio.Lock` per episode keeps
+one episode's steps in order while different episodes step at the same time. Results are
+encoded to JSON in the worker thread too, so the event loop only moves bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentrl.core import EpisodeOverError
+from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
+from agentrl.server.config import ServerConfig
+from agentrl.server.dispatch import PackedExecutor
+from agentrl.server.metrics import Metrics
+from agentrl.server.wire import ErrorCode
+
+log = logging.getLogger("agentrl.server")
+
+
+class ApiError(Exception):
+    """An error answered to the client with `status` and the `ErrorBody` shape."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, str]:
+        return {"error": self.code, "message": self.message}
+
+
+def _jsonable(value: Any) -> Any:
+    """Fallback for values json cannot encode (numpy scalars and arrays, sets, anything else)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+def dumps(payload: Any) -> bytes:
+    return json.dumps(payload, default=_jsonable, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode()
+
+
+def _safe_number(x: float) -> float:
+    x = float(x)
+    return x if math.isfinite(x) else 0.0
+
+
+def encode_step(result: tuple[Any, Any, Any, Any, Any]) -> tuple[dict[str, Any], bytes]:
+    observation, reward, terminated, truncated, info = result
+    payload = {
+        "observation": observation,
+        "reward": _safe_number(reward),
+        "terminated": bool(terminated),
+        "truncated": bool(truncated),
+        "info": info,
+    }
+    return payload, dumps(payload)
+
+
+@dataclass(eq=False)
+class Episode:
+    episode_id: str
+    env_id: str
+    env: gym.Env
+    seed: int | None
+    created: float = field(default_factory=time.monotonic)
+    last_used: float = field(default_factory=time.monotonic)
+    turns: int = 0
+    over: bool = False
+    closed: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # request_id -> future of (payload, encoded bytes), oldest first
+    results: OrderedDict[str, asyncio.Future] = field(default_factory=OrderedDict)
+
+    def status(self) -> dict[str, Any]:
+        now = time.monotonic()
+        state = "closed" if self.closed else ("done" if self.over else "running")
+        return {
+            "episode_id": self.episode_id, "env_id": self.env_id, "status": state, "turns": self.turns,
+            "age_s": round(now - self.created, 3), "idle_s": round(now - self.last_used, 3),
+            "seed": self.seed,
+        }
+
+
+def _build_and_reset(
+    env_id: str, env_kwargs: dict[str, Any], seed: int | None, options: dict[str, Any] | None
+) -> tuple[gym.Env, dict[str, Any]]:
+    env = load_env_class(env_id)(**env_kwargs)
+    try:
+        observation, info = env.reset(seed=seed, options=options)
+        return env, {"observation": observation, "info": info}
+    except BaseException:
+        env.close()
+        raise
+
+
+def _reset(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    observation, info = env.reset(seed=seed, options=options)
+    return {"observation": observation, "info": info}
+
+
+def _settle(future: asyncio.Future, exc: BaseException) -> None:
+    future.set_exception(exc)
+    future.exception()  # marks it retrieved: a retry may never come
+
+
+class EpisodeRegistry:
+    def __init__(self, config: ServerConfig, metrics: Metrics) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.env_ids = tuple(config.env_ids or ENV_ENTRY_POINTS)
+        self.dispatch = PackedExecutor(config.workers)
+        self.episodes: dict[str, Episode] = {}
+        self.shutting_down = False
+        self._starting = 0
+        self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()
+        self._reaper: asyncio.Task | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def shutdown(self) -> None:
+        """Refuse new episodes, close every live one, then stop the threads."""
+        self.shutting_down = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+        live = list(self.episodes)
+        await asyncio.gather(*(self.close(eid, "shutdown") for eid in live))
+        self.dispatch.shutdown()
+        log.info("closed %d episodes on shutdown", len(live))
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.reap_interval_s)
+            await self.reap()
+
+    async def reap(self) -> int:
+        """Close episodes idle past the TTL or older than the max age; returns how many."""
+        now = time.monotonic()
+        doomed = []
+        for ep in list(self.episodes.values()):
+            if now - ep.created > self.config.max_age_s:
+                doomed.append((ep.episode_id, "max_age"))
+            elif now - ep.last_used > self.config.idle_ttl_s and not ep.lock.locked():
+                doomed.append((ep.episode_id, "idle"))
+        await asyncio.gather(*(self.close(eid, why) for eid, why in doomed))
+        return len(doomed)
+
+    @property
+    def live(self) -> int:
+        return len(self.episodes)
+
+    # --- episodes --------------------------------------------------------------------------
+    def check_env_id(self, env_id: str) -> None:
+        if env_id not in self.env_ids:
+            raise ApiError(404, ErrorCode.UNKNOWN_ENV,
+                           f"unknown env {env_id!r}; served envs: {', '.join(self.env_ids)}")
+
+    def get(self, episode_id: str) -> Episode:
+        ep = self.episodes.get(episode_id)
+        if ep is None:
+            raise ApiError(404, ErrorCode.UNKNOWN_EPISODE,
+                           f"no live episode {episode_id!r} (never created, closed, or expired)")
+        return ep
+
+    async def create(
+        self,
+        env_id: str,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> tuple[Episode, dict[str, Any]]:
+        if self.shutting_down:
+            raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
+        self.check_env_id(env_id)
+        if request_id is not None:
+            earlier = self._creates.get(request_id)
+            if earlier is not None:
+                return await asyncio.shield(earlier)
+        env_kwargs = dict(env_kwargs or {})
+        if "base_url" in env_kwargs:
+            raise ApiError(400, ErrorCode.ENV_REJECTED, "env_kwargs may not contain base_url")
+        if self.live + self._starting >= self.config.max_episodes:
+            retry = max(1, math.ceil(self.config.reap_interval_s))
+            raise ApiError(429, ErrorCode.CAPACITY,
+                           f"capacity reached: {self.config.max_episodes} live episodes; close some or retry",
+                           headers={"Retry-After": str(retry)})
+        future: asyncio.Future | None = None
+        if request_id is not None:
+            future = asyncio.get_running_loop().create_future()
+            self._remember(self._creates, request_id, future, self.config.max_episodes)
+        self._starting += 1
+        try:
+            try:
+                env, first = await self.dispatch.run(
+                    f"{env_id}:create", _build_and_reset, env_id, env_kwargs, seed, options
+                )
+            except Exception as exc:
+                raise ApiError(400, ErrorCode.ENV_REJECTED,
+                               f"{env_id} could not start: {type(exc).__name__}: {exc}") from exc
+            ep = Episode(uuid.uuid4().hex, env_id, env, seed)
+            self.episodes[ep.episode_id] = ep
+            self.metrics.episodes_created.labels(env_id).inc()
+            self.metrics.live_episodes.set(self.live)
+            result = (ep, {"episode_id": ep.episode_id, "env_id": env_id, **first})
+        except ApiError as exc:
+            if future is not None:
+                _settle(future, exc)
+            raise
+        finally:
+            self._starting -= 1
+        if future is not None:
+            future.set_result(result)
+        return result
+
+    async def reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
+        """Start a new episode on an existing env (the OpenEnv session's `reset`)."""
+        async with ep.lock:
+            if ep.closed:
+                raise self._gone(ep)
+            try:
+                first = await self.dispatch.run(f"{ep.env_id}:reset", _reset, ep.env, seed, options)
+            except Exception as exc:
+                message = f"reset failed: {type(exc).__name__}: {exc}"
+                raise ApiError(400, ErrorCode.ENV_REJECTED, message) from exc
+            ep.turns, ep.over, ep.seed = 0, False, seed
+            ep.results.clear()
+            ep.last_used = time.monotonic()
+            return first
+
+    async def step(self, episode_id: str, action: str, request_id: str | None = None) -> tuple[dict, bytes]:
+        """Run one step; returns the outcome and its JSON encoding."""
+        ep = self.get(episode_id)
+        if len(action) > self.config.max_action_chars:
+            limit = self.config.max_action_chars
+            raise ApiError(413, ErrorCode.ACTION_TOO_LARGE,
+                           f"action has {len(action)} characters; the limit is {limit}")
+        if request_id is None:
+            return await self._step(ep, action)
+        earlier = ep.results.get(request_id)
+        if earlier is not None:
+            return await asyncio.shield(earlier)
+        future = asyncio.get_running_loop().create_future()
+        self._remember(ep.results, request_id, future, self.config.idempotency_window)
+        try:
+            outcome = await self._step(ep, action)
+        except ApiError as exc:
+            _settle(future, exc)
+            raise
+        future.set_result(outcome)
+        return outcome
+
+    async def _step(self, ep: Episode, action: str) -> tuple[dict, bytes]:
+        async with ep.lock:
+            if ep.closed:
+                raise self._gone(ep)
+            if ep.over:
+                raise ApiError(409, ErrorCode.EPISODE_OVER,
+                               f"episode {ep.episode_id} is over; create a new episode")
+            started = time.perf_counter()
+            try:
+                payload, body = await self.dispatch.run(f"{ep.env_id}:step", _step_and_encode, ep.env, action)
+            except EpisodeOverError as exc:
+                ep.over = True
+                raise ApiError(409, ErrorCode.EPISODE_OVER, str(exc)) from exc
+            except Exception as exc:
+                raise ApiError(500, ErrorCode.ENV_ERROR,
+                               f"{ep.env_id} raised while stepping: {type(exc).__name__}: {exc}") from exc
+            self.metrics.step_seconds.labels(ep.env_id).observe(time.perf_counter() - started)
+            self.metrics.steps.labels(ep.env_id).inc()
+            ep.turns += 1
+            ep.over = payload["terminated"] or payload["truncated"]
+            ep.last_used = time.monotonic()
+            return payload, body
+
+    async def render(self, episode_id: str) -> str | None:
+        ep = self.get(episode_id)
+        async with ep.lock:
+            return await self.dispatch.run(f"{ep.env_id}:render", ep.env.render)
+
+    async def close(self, episode_id: str, reason: str = "client") -> bool:
+        ep = self.episodes.pop(episode_id, None)
+        if ep is None:
+            return False
+        self.metrics.live_episodes.set(self.live)
+        self.metrics.episodes_closed.labels(reason).inc()
+        async with ep.lock:  # let a running step finish first
+            ep.closed = True
+            with contextlib.suppress(Exception):  # a failing close must not keep the episode alive
+                await self.dispatch.run(f"{ep.env_id}:close", ep.env.close)
+        return True
+
+    # --- helpers ---------------------------------------------------------------------------
+    @staticmethod
+    def _remember(table: OrderedDict, key: str, future: asyncio.Future, limit: int) -> None:
+        table[key] = future
+        while len(table) > limit:
+            table.popitem(last=False)
+
+    @staticmethod
+    def _gone(ep: Episode) -> ApiError:
+        return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+
+
+def _step_and_encode(env: gym.Env, action: str) -> tuple[dict, bytes]:
+    return encode_step(env.step(action))

@@ -1,0 +1,66 @@
+"""Running a server from Python: in the foreground, or in a background thread on a free loopback port.
+
+`serve_in_thread` is what tests and the demo use to play over real HTTP without a second process.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from agentrl.server.config import ServerConfig
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _uvicorn_config(config: ServerConfig, log_level: str):  # type: ignore[no-untyped-def]
+    import uvicorn
+
+    from agentrl.server.app import create_app
+
+    return uvicorn.Config(
+        create_app(config), host=config.host, port=config.port, log_level=log_level,
+        ws_per_message_deflate=False,  # env text is small and hot; compressing it costs more than it saves
+        timeout_graceful_shutdown=10, access_log=False,
+    )
+
+
+def run(config: ServerConfig, log_level: str = "warning") -> None:
+    """Serve in the foreground until SIGINT/SIGTERM, then close every episode."""
+    import uvicorn
+
+    config.check()
+    uvicorn.Server(_uvicorn_config(config, log_level)).run()
+
+
+@contextmanager
+def serve_in_thread(config: ServerConfig | None = None, *, log_level: str = "warning",
+                    startup_timeout_s: float = 20.0) -> Iterator[str]:
+    """Start a server on a free loopback port in a daemon thread; yield its base URL; stop it on exit."""
+    import uvicorn
+
+    config = replace(config or ServerConfig(), host="127.0.0.1")
+    if config.port in (0, 8000):
+        config = replace(config, port=free_port())
+    config.check()
+    server = uvicorn.Server(_uvicorn_config(config, log_level))
+    thread = threading.Thread(target=server.run, name="agentrl-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the agentrl server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{config.host}:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

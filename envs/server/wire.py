@@ -1,0 +1,148 @@
+"""The JSON shapes of agentrl's episode API, shared by the server and both clients.
+
+Only pydantic is imported here so that a rollout worker can speak the protocol without loading
+FastAPI. Every error the server sends has one shape (`ErrorBody`) and a stable `code`, which the
+clients turn into typed exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+API_PREFIX = "/v1"
+MAX_REQUEST_ID_CHARS = 128
+MAX_BATCH = 1024
+SEED_MAX = 2**63 - 1
+
+
+class ErrorCode:
+    """Stable error codes; the HTTP status says the class of error, the code says which."""
+
+    INVALID_REQUEST = "invalid_request"  # 400/422: malformed JSON, wrong types
+    ACTION_TOO_LARGE = "action_too_large"  # 413
+    BODY_TOO_LARGE = "body_too_large"  # 413
+    UNAUTHORIZED = "unauthorized"  # 401
+    UNKNOWN_ENV = "unknown_env"  # 404
+    UNKNOWN_EPISODE = "unknown_episode"  # 404
+    EPISODE_OVER = "episode_over"  # 409
+    ENV_REJECTED = "env_rejected"  # 400: the env refused its constructor arguments or reset options
+    CAPACITY = "capacity"  # 429
+    SHUTTING_DOWN = "shutting_down"  # 503
+    ENV_ERROR = "env_error"  # 500: the env itself raised while stepping (a bug in the env)
+    NOT_FOUND = "not_found"  # 404 for unknown routes
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="Stable error code, e.g. 'unknown_episode'.")
+    message: str = Field(description="What went wrong, for a person.")
+
+
+class SpaceSpec(BaseModel):
+    type: Literal["text"] = "text"
+    max_length: int
+    min_length: int = 0
+
+
+class EnvSpec(BaseModel):
+    env_id: str
+    available: bool = True
+    reason: str | None = Field(None, description="Why the env cannot be built here, when unavailable.")
+    action_space: SpaceSpec | None = None
+    observation_space: SpaceSpec | None = None
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="OpenAI function-tool specs.")
+    default_options: dict[str, Any] = Field(default_factory=dict, description="Constructor defaults.")
+
+
+class EnvList(BaseModel):
+    envs: list[EnvSpec]
+
+
+class CreateEpisode(_Model):
+    env_id: str = Field(min_length=1, max_length=200, examples=["agentrl/Echo-v0"])
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
+    options: dict[str, Any] | None = Field(None, description="Passed to env.reset(options=...).")
+    env_kwargs: dict[str, Any] | None = Field(None, description="Passed to the env's constructor.")
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
+                                   description="A retried create with the same id returns the same episode.")
+
+
+class ResetEpisode(_Model):
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
+    options: dict[str, Any] | None = None
+
+
+class EpisodeCreated(BaseModel):
+    episode_id: str
+    env_id: str
+    observation: str
+    info: dict[str, Any]
+
+
+class StepAction(_Model):
+    action: str
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
+                                   description="A retried step with the same id returns the same result.")
+
+
+class StepOutcome(BaseModel):
+    """Gymnasium's 5-tuple, with `info` kept whole."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class BatchItem(_Model):
+    episode_id: str = Field(min_length=1, max_length=200)
+    action: str
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS)
+
+
+class BatchStep(_Model):
+    steps: list[BatchItem] = Field(max_length=MAX_BATCH)
+
+
+class BatchResult(BaseModel):
+    """One item's outcome; exactly one of `result` and `error` is set."""
+
+    episode_id: str
+    result: StepOutcome | None = None
+    error: ErrorBody | None = None
+    status: int = Field(200, description="The HTTP status the item would have had on its own.")
+
+
+class BatchResults(BaseModel):
+    results: list[BatchResult]
+
+
+class EpisodeStatus(BaseModel):
+    episode_id: str
+    env_id: str
+    status: Literal["starting", "running", "done", "closed"]
+    turns: int
+    age_s: float
+    idle_s: float
+    seed: int | None
+
+
+class Rendered(BaseModel):
+    text: str | None
+
+
+class Closed(BaseModel):
+    episode_id: str
+    closed: bool
+
+
+class Health(BaseModel):
+    status: Literal["healthy", "shutting_down"]
+    live_episodes: int
+    max_episodes: int

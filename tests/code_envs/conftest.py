@@ -1,0 +1,59 @@
+"""Fixtures of the Bash-v0 / Code-v0 tests: the real Docker engine and the real sandbox image.
+
+Envs are shared per module: `reset` hands the previous episode's container back and takes a warm
+one from the pool, which is what keeps 140+ reference runs fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+POOL = 4
+
+
+def engine_missing(reason: str) -> None:
+    """Skip without Docker, but fail under CI, where a missing engine is a broken setup."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and the Docker sandbox is unavailable: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_backend():
+    """The process-wide backend the envs use (warm pool of POOL containers)."""
+    from agentrl.code_envs.sandbox import _backend
+    from agentrl.sandbox_server import DockerUnavailable
+
+    try:
+        return _backend(None, None, POOL)
+    except DockerUnavailable as exc:
+        engine_missing(str(exc).splitlines()[0])
+
+
+@pytest.fixture(scope="session")
+def cold_backend(docker_backend):
+    """A backend without a warm pool: every container it owns belongs to a live episode."""
+    from agentrl.code_envs.sandbox import _backend
+
+    return _backend(None, None, 0)
+
+
+@pytest.fixture(scope="module")
+def bash_env(docker_backend) -> Iterator:
+    from agentrl.code_envs.bash_env import BashEnv
+
+    env = BashEnv(pool_size=POOL, command_timeout_s=5)
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def code_env(docker_backend) -> Iterator:
+    from agentrl.code_envs.code_env import CodeEnv
+
+    env = CodeEnv(pool_size=POOL, command_timeout_s=5)
+    yield env
+    env.close()

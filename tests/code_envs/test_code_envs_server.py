@@ -1,0 +1,123 @@
+"""Bash-v0 and Code-v0 served by `agentrl serve` (a real uvicorn server on loopback): the same
+behaviour as in-process, concurrent episodes, and no container outliving its episode."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import gymnasium as gym
+import pytest
+from code_envs_helpers import call, play_reference
+from test_code_envs_tools import wait_until_no_containers
+
+import agentrl  # noqa: F401
+from agentrl.client import ServerError
+from agentrl.code_envs import bash_tasks
+from agentrl.server.config import ServerConfig
+from agentrl.server.local import serve_in_thread
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def base_url(docker_backend) -> Iterator[str]:
+    with serve_in_thread(ServerConfig(max_episodes=64, idle_ttl_s=3.0, reap_interval_s=0.5)) as url:
+        yield url
+
+
+def test_remote_episode_matches_local_one(base_url, bash_env):
+    task_id = "log_errors/2"
+    local = play_reference(bash_env, task_id, seed=5)
+    remote_env = gym.make("agentrl/Bash-v0", base_url=base_url, pool_size=4)
+    try:
+        remote = play_reference(remote_env, task_id, seed=5)
+    finally:
+        remote_env.close()
+    assert remote[0] == local[0] == 1.0
+    assert remote[2] == local[2]  # every observation, byte for byte
+    assert remote[1]["tests_passed"] == local[1]["tests_passed"]
+
+
+def test_code_env_through_the_server(base_url):
+    env = gym.make("agentrl/Code-v0", base_url=base_url, pool_size=4)
+    try:
+        reward, info, _ = play_reference(env, "module_suite/1", env_id="agentrl/Code-v0")
+        assert reward == 1.0 and info["tests_passed"] == info["tests_total"]
+        obs, _ = env.reset(seed=0, options={"task_id": "implement/3"})
+        obs, *_ = env.step(call("run_python", code="y = 6 * 7"))
+        obs, *_ = env.step(call("run_python", code="y"))
+        assert "42" in obs
+    finally:
+        env.close()
+
+
+def test_sixteen_concurrent_episodes_leave_no_container(base_url, cold_backend):
+    task_ids = [bash_tasks.TASK_IDS[i * 5] for i in range(16)]
+
+    def one(task_id: str) -> float:
+        env = gym.make("agentrl/Bash-v0", base_url=base_url, pool_size=0)
+        try:
+            return play_reference(env, task_id)[0]
+        finally:
+            env.close()
+
+    with ThreadPoolExecutor(16) as pool:
+        rewards = list(pool.map(one, task_ids))
+    assert rewards == [1.0] * 16
+    wait_until_no_containers(cold_backend)
+
+
+def test_expired_episode_deletes_its_container(base_url, cold_backend):
+    env = gym.make("agentrl/Bash-v0", base_url=base_url, pool_size=0)
+    env.reset(options={"task_id": "count_files/5"})
+    assert cold_backend.container_ids()
+    time.sleep(3.5)  # idle TTL of this server: 3 s, reaped every 0.5 s
+    wait_until_no_containers(cold_backend)
+    with pytest.raises(ServerError):
+        env.step(call("execute_bash", command="true"))
+
+
+@pytest.fixture(scope="module")
+def sandbox_server_url(docker_backend) -> Iterator[str]:
+    """`agentrl sandbox serve`'s app on loopback, over its own Docker backend."""
+    import threading
+
+    import uvicorn
+
+    from agentrl.sandbox_server import DockerBackend, create_app
+    from agentrl.server.local import free_port
+
+    backend = DockerBackend(pool_size=2)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(backend), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the sandbox server did not start"
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    backend.close()
+
+
+@pytest.mark.parametrize(
+    "env_id, task_id", [("agentrl/Bash-v0", "git_ops/1"), ("agentrl/Code-v0", "fix_bug/5")]
+)
+def test_envs_work_through_the_sandbox_server(sandbox_server_url, env_id, task_id):
+    env = gym.make(env_id, sandbox_url=sandbox_server_url)
+    try:
+        reward, info, _ = play_reference(env, task_id, env_id=env_id)
+        assert reward == 1.0, info
+        if env_id == "agentrl/Code-v0":
+            env.reset(options={"task_id": task_id})
+            env.step(call("run_python", code="z = 5"))
+            obs, *_ = env.step(call("run_python", code="z * 2"))
+            assert "10" in obs
+    finally:
+        env.close()

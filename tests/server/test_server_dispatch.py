@@ -1,0 +1,92 @@
+"""The packed executor: short calls share thread hops, waiting calls run side by side."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from agentrl.server.dispatch import PackedExecutor
+
+
+def test_short_calls_are_packed_into_few_thread_hops():
+    async def main():
+        ex = PackedExecutor(workers=16)
+        hops: list[int] = []
+        original = ex._run_pack
+
+        def counting(*args):
+            hops.append(1)
+            return original(*args)
+
+        ex._run_pack = counting  # type: ignore[method-assign]
+        await ex.run("quick", lambda i: i * 2, 0)  # the first call measures the cost
+        results = await asyncio.gather(*(ex.run("quick", lambda i: i * 2, i) for i in range(500)))
+        ex.shutdown()
+        return results, len(hops)
+
+    results, hops = asyncio.run(main())
+    assert results == [i * 2 for i in range(500)]
+    assert hops < 50  # microsecond calls travel many to a hop (1 + 500 hops without packing)
+
+
+def test_waiting_calls_run_side_by_side():
+    async def main():
+        ex = PackedExecutor(workers=32)
+        started = time.perf_counter()
+        await asyncio.gather(*(ex.run("sleepy", time.sleep, 0.2) for _ in range(32)))
+        elapsed = time.perf_counter() - started
+        ex.shutdown()
+        return elapsed, ex.concurrency("sleepy"), ex.pack_size("sleepy")
+
+    elapsed, concurrency, size = asyncio.run(main())
+    assert elapsed < 2.0  # 32 x 0.2 s one after another would take 6.4 s
+    assert concurrency == 32 and size == 1
+
+
+def test_cpu_bound_calls_run_one_pack_at_a_time():
+    def spin(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    async def main():
+        ex = PackedExecutor(workers=32)
+        for _ in range(5):
+            await asyncio.gather(*(ex.run("spin", spin, 0.003) for _ in range(8)))
+        ex.shutdown()
+        return ex.concurrency("spin"), ex.cpu_share["spin"]
+
+    concurrency, share = asyncio.run(main())
+    assert share > 0.5 and concurrency == 1
+
+
+def test_each_call_gets_its_own_result_or_error():
+    def maybe(i: int) -> int:
+        if i % 3 == 0:
+            raise ValueError(f"bad {i}")
+        return i
+
+    async def main():
+        ex = PackedExecutor(workers=4)
+        await ex.run("maybe", maybe, 1)
+        out = await asyncio.gather(*(ex.run("maybe", maybe, i) for i in range(30)), return_exceptions=True)
+        ex.shutdown()
+        return out
+
+    for i, value in enumerate(asyncio.run(main())):
+        if i % 3 == 0:
+            assert isinstance(value, ValueError) and str(value) == f"bad {i}"
+        else:
+            assert value == i
+
+
+def test_after_shutdown_calls_fail_instead_of_hanging():
+    async def main():
+        ex = PackedExecutor(workers=2)
+        ex.shutdown()
+        with pytest.raises(RuntimeError):
+            await asyncio.wait_for(ex.run("late", time.sleep, 0), timeout=5)
+
+    asyncio.run(main())

