@@ -1,4 +1,6 @@
-"""The `agentrl demo` command: oracle and random agents playing Flights-v0.
+"""The `agentrl demo` command: oracle and random agents playing Flights-v0 over HTTP.
+
+By default it starts an agentrl server on a free loopback port and plays against it.
 
 `play_episode` and `run_demo` only use the Gymnasium API and `(observation, info) -> action`
 policies, so the same code plays against an env served over HTTP.
@@ -107,33 +109,34 @@ def _print_transcript(console: Any, panel: Any, name: str, transcript: dict[str,
 
 
 def _handler(args: argparse.Namespace) -> int:
-    import gymnasium as gym
+    import contextlib
 
     import agentrl  # noqa: F401  (registers the ids)
     from agentrl.flights.oracle import OraclePolicy, RandomPolicy
+    from agentrl.registration import make_env as make_any
 
     seeds = itertools.count(args.seed)
     kwargs: dict[str, Any] = {"days": args.days, "stochastic": args.stochastic}
-
-    def make_env() -> Any:
-        if args.base_url:
-            from agentrl.registration import make_env as make_any
-
-            return make_any("agentrl/Flights-v0", base_url=args.base_url, **kwargs)
-        return gym.make("agentrl/Flights-v0", **kwargs)
 
     if args.sft:
         from agentrl.flights.oracle import export_oracle_jsonl
 
         written = export_oracle_jsonl(args.sft, args.episodes, seed=args.seed, env_kwargs=kwargs)
         print(f"wrote {written} oracle episodes as chat JSONL to {args.sft}")
-    rates = run_demo(
-        make_env,
-        {"oracle": OraclePolicy, "random": lambda: RandomPolicy(next(seeds))},
-        episodes=args.episodes,
-        seed=args.seed,
-        families=tuple(args.families or ()),
-    )
+    with contextlib.ExitStack() as stack:
+        base_url = args.base_url
+        if base_url is None and not args.in_process:
+            from agentrl.server.local import serve_in_thread
+
+            base_url = stack.enter_context(serve_in_thread())
+            print(f"agentrl server listening on {base_url}; the agents play over HTTP")
+        rates = run_demo(
+            lambda: make_any("agentrl/Flights-v0", base_url=base_url, **kwargs),
+            {"oracle": OraclePolicy, "random": lambda: RandomPolicy(next(seeds))},
+            episodes=args.episodes,
+            seed=args.seed,
+            families=tuple(args.families or ()),
+        )
     return 0 if rates["oracle"] == 1.0 else 1
 
 
@@ -144,6 +147,8 @@ def add_cli(subparsers: Any) -> None:
     parser.add_argument("--days", type=int, default=1, help="days in the flight schedule")
     parser.add_argument("--stochastic", action="store_true", help="churn, busy service and fare changes")
     parser.add_argument("--families", nargs="*", help="task families to cycle through (default: all)")
-    parser.add_argument("--base-url", default=None, help="play against an agentrl server instead")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--base-url", default=None, help="play against this agentrl server")
+    where.add_argument("--in-process", action="store_true", help="play without a server")
     parser.add_argument("--sft", metavar="PATH", help="also write oracle episodes as chat JSONL for SFT")
     parser.set_defaults(handler=_handler)

@@ -3,10 +3,17 @@
 from agentrl.cli import main
 
 
-def test_demo_command_runs(capsys):
+def test_demo_command_plays_over_http(capsys):
     assert main(["demo", "--episodes", "8", "--seed", "2"]) == 0
     out = capsys.readouterr().out
+    assert "server listening on http://127.0.0.1:" in out
     assert "Success rate" in out and "oracle" in out and "turn 1" in out
+
+
+def test_demo_command_runs_in_process(capsys):
+    assert main(["demo", "--episodes", "4", "--in-process"]) == 0
+    out = capsys.readouterr().out
+    assert "server listening" not in out and "Success rate" in out
 
 
 def test_demo_writes_sft_jsonl(tmp_path, capsys):
