@@ -6,19 +6,15 @@ one from the pool, which is what keeps 140+ reference runs fast.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
+from support import unavailable
 
 POOL = 4
 
 
-def engine_missing(reason: str) -> None:
-    """Skip without Docker, but fail under CI, where a missing engine is a broken setup."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true and the Docker sandbox is unavailable: {reason}")
-    pytest.skip(reason)
+engine_missing = unavailable
 
 
 @pytest.fixture(scope="session")

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from support import free_port, unavailable
 
 from agentrl.sandbox_server.errors import DockerUnavailable
 
 TOKEN = "test-token"
 
 
-def engine_missing(reason: str) -> None:
-    """Skip without Docker, but fail under CI, where a missing engine is a broken setup."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true and the Docker sandbox is unavailable: {reason}")
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+engine_missing = unavailable
 
 
 @pytest.fixture

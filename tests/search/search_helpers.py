@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 
-import pytest
+from support import free_port, unavailable
 
 
 def require_java() -> None:
@@ -16,15 +14,7 @@ def require_java() -> None:
 
     reason = java_available()
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Lucene needs Java 21 and pyserini: {reason}")
-        pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        unavailable(f"Lucene needs Java 21 and pyserini: {reason}")
 
 
 class LiveServer:
