@@ -9,6 +9,11 @@ endpoint, its batched `/v1/step`, its OpenEnv-compatible `/ws` driven by OpenEnv
 as the baseline, the echo env generated from OpenEnv's env template, served by OpenEnv's
 `create_app` and driven by its async `EnvClient` over `/ws`. Echo-v0 and Flights-v0 run on
 agentrl; the OpenEnv baseline is its echo env. Everything talks over loopback only.
+
+So that one client process's event loop is not what is measured, rows with one connection per
+session (agentrl's single-step endpoint, both `/ws` rows) spread their sessions over
+`--client-procs` client processes alike, which start measuring together; the batched rows send
+one request per round and run in one process.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -167,11 +173,48 @@ async def sessions_loop(
     return len(flat), wall, flat
 
 
+_START: Any = None  # in a client process of `spread`: the barrier every process meets before measuring
+
+
 async def measured(n: int, seconds: float, step_fns: list[Callable[[], Awaitable[Any]]]
                    ) -> tuple[int, float, np.ndarray]:
     """A short unmeasured warm-up (connections, caches, the server's cost estimates), then the run."""
     await sessions_loop(n, min(0.5, seconds / 4), step_fns)
+    if _START is not None:
+        await asyncio.to_thread(_START.wait, 300)
     return await sessions_loop(n, seconds, step_fns)
+
+
+def spread(make: Callable[[int], Awaitable[Row]], n: int, procs: int,
+           run: Callable[[Awaitable[Row]], Row]) -> Row:
+    """Run `n` sessions split over `procs` forked client processes that measure at the same time;
+    steps/s is the sum of theirs and the latencies are pooled."""
+    procs = max(1, min(procs, n))
+    if procs == 1:
+        return run(make(n))
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(procs), ctx.Queue()
+
+    def child(size: int) -> None:
+        global _START
+        _START = barrier
+        try:
+            results.put(run(make(size)))
+        except BaseException as exc:
+            barrier.abort()
+            results.put(f"{type(exc).__name__}: {exc}")
+
+    workers = [ctx.Process(target=child, args=(n // procs + (i < n % procs),)) for i in range(procs)]
+    for w in workers:
+        w.start()
+    rows = [results.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join(timeout=30)
+    errors = [r for r in rows if isinstance(r, str)]
+    if errors:
+        raise RuntimeError(errors[0])
+    steps, rate = sum(r.steps for r in rows), sum(r.rate for r in rows)
+    return Row(rows[0].env, rows[0].path, n, steps, steps / rate, np.concatenate([r.latencies for r in rows]))
 
 
 async def bench_http(url: str, env_id: str, n: int, seconds: float, batched: bool) -> Row:
@@ -283,6 +326,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short measurements (~1 minute in all)")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 512])
+    parser.add_argument("--client-procs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
+                        help="client processes for rows with one connection per session "
+                             "(default: half the cores, 1 to 4; the server needs cores too)")
     args = parser.parse_args()
     seconds = 1.5 if args.quick else 4.0
     overhead_steps = 500 if args.quick else 3000
@@ -295,10 +341,12 @@ def main() -> int:
     console.print(f"[bold]machine[/]: {machine()}")
     rows: list[Row] = []
 
-    def add(env: str, path: str, n: int, make: Callable[[], Awaitable[Row]]) -> None:
-        console.print(f"{env} · {path} · {n} sessions ...")
+    def add(env: str, path: str, n: int, make: Callable[[int], Awaitable[Row]], procs: int = 1) -> None:
+        procs = max(1, min(procs, n))
+        clients = f"{procs} client process{'es' if procs > 1 else ''}"
+        console.print(f"{env} · {path} · {n} sessions ({clients}) ...")
         try:
-            row = run(make())
+            row = spread(make, n, procs, run)
         except Exception as exc:  # one failing configuration must not lose the others' figures
             row = Row(env, path, n, 0, 1.0, np.array([np.nan]), f"{type(exc).__name__}: {exc}"[:80])
             console.print(f"  [red]failed[/]: {row.error}")
@@ -318,13 +366,14 @@ def main() -> int:
             for n in args.sessions:
                 for batched in (False, True):
                     add(env_id, PATHS[batched], n,
-                        lambda e=env_id, n=n, b=batched: bench_http(url, e, n, seconds, batched=b))
+                        lambda k, e=env_id, b=batched: bench_http(url, e, k, seconds, batched=b),
+                        1 if batched else args.client_procs)
         for n in args.sessions:
-            add(ECHO, "agentrl /ws (OpenEnv client)", n, lambda n=n: bench_ws(
+            add(ECHO, "agentrl /ws (OpenEnv client)", n, lambda k: bench_ws(
                 lambda: GenericEnvClient(base_url=f"{url}/openenv/{ECHO}", connect_timeout_s=120),
                 lambda i: {"seed": i, "env_kwargs": LONG},
                 lambda r: {"action": call("echo", text="hello")},
-                n, seconds, ECHO, "agentrl /ws (OpenEnv client)"))
+                k, seconds, ECHO, "agentrl /ws (OpenEnv client)"), args.client_procs)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = openenv_template(Path(tmp))
         sys.path.insert(0, str(workdir))
@@ -334,10 +383,10 @@ def main() -> int:
         for n in args.sessions:  # a fresh server per size: a used one stalls new handshakes
             oport = free_port()
             with openenv_server(workdir, oport):
-                add(OPENENV, OPENENV_PATH, n, lambda n=n, p=oport: bench_ws(
+                add(OPENENV, OPENENV_PATH, n, lambda k, p=oport: bench_ws(
                     lambda: BenchEchoEnv(base_url=f"http://127.0.0.1:{p}", connect_timeout_s=120),
                     lambda i: {}, lambda r: BenchEchoAction(message="hello"),
-                    n, seconds, OPENENV, OPENENV_PATH))
+                    k, seconds, OPENENV, OPENENV_PATH), args.client_procs)
     report(rows, over)
     return 0
 

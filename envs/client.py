@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
+import httpcore
 import httpx
 
 from agentrl.core import EpisodeOverError as LocalEpisodeOverError
@@ -199,12 +200,85 @@ def _finish(call: Call[T], response: httpx.Response) -> T:
     return call.parse(body)
 
 
+class _CoalescingStream(httpcore.NetworkStream):
+    """Holds what is written until the next read, so that a request's head and body leave in one
+    send: one wake-up of the server per request instead of two, and one system call less here.
+    A request is always written whole before its response is read, so nothing waits longer.
+    """
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+        self._pending: list[bytes] = []
+        self._timeout: float | None = None
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._pending.clear()
+            self._stream.write(data, self._timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._pending.append(buffer)
+            self._timeout = timeout
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._flush()
+        return self._stream.read(max_bytes, timeout)
+
+    def close(self) -> None:
+        self._pending.clear()
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        self._flush()
+        return _CoalescingStream(self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _CoalescingBackend(httpcore.NetworkBackend):
+    def __init__(self, backend: httpcore.NetworkBackend) -> None:
+        self._backend = backend
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        return _CoalescingStream(self._backend.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        return _CoalescingStream(self._backend.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _sync_transport() -> httpx.HTTPTransport:
+    """httpx's own transport (the one `httpx.Client` makes by default), sending each request in one
+    write; unchanged if this httpcore keeps its backend elsewhere."""
+    transport = httpx.HTTPTransport()
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(pool, httpcore.ConnectionPool) and isinstance(backend, httpcore.NetworkBackend):
+        pool._network_backend = _CoalescingBackend(backend)
+    return transport
+
+
 def _pooled_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
     try:
         from httpx_aiohttp import AiohttpTransport
     except ImportError:  # httpx's own transport: correct, slower under high concurrency
         return None
     return AiohttpTransport(limits=limits)
+
+
+def _url(http: httpx.Client | httpx.AsyncClient, path: str) -> str:
+    """`path` under the client's base URL, joined as httpx joins them but parsed once instead of
+    twice (URL parsing is a good share of httpx's cost per request)."""
+    base = str(http.base_url)
+    if not base:
+        return path
+    return base.rstrip("/") + "/" + path.lstrip("/")
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -261,14 +335,15 @@ class EnvClient(_Api):
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, http: httpx.Client | None = None):
         self.retry = retry or RetryPolicy()
-        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token))
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token),
+                                         transport=_sync_transport())
 
     def _run(self, call: Call[T]) -> T:
         attempt = 0
         while True:
             try:
                 outcome: httpx.Response | Exception = self.http.request(
-                    call.method, call.path, json=call.body
+                    call.method, _url(self.http, call.path), json=call.body
                 )
             except httpx.TransportError as exc:
                 outcome = exc
@@ -311,7 +386,7 @@ class AsyncEnvClient(_Api):
         while True:
             try:
                 outcome: httpx.Response | Exception = await self.http.request(
-                    call.method, call.path, json=call.body
+                    call.method, _url(self.http, call.path), json=call.body
                 )
             except httpx.TransportError as exc:
                 outcome = exc

@@ -1,7 +1,10 @@
 """The FastAPI app serving agentrl envs: a versioned episode API plus OpenEnv's WebSocket protocol.
 
 Nothing here knows any particular env: envs are built by id through `agentrl.registration`.
-Step responses are encoded in the worker thread (see `episodes.py`) and sent as raw bytes.
+Step responses are encoded in the worker thread (see `episodes.py`) and sent as raw bytes. The
+two step endpoints, the hot path of every rollout, are answered by `StepFastPath` straight from
+ASGI; FastAPI still declares them (for the schema and /docs) and answers whatever the fast path
+passes on, such as invalid requests, so every error keeps one shape.
 """
 
 from __future__ import annotations
@@ -10,15 +13,17 @@ import asyncio
 import gc
 import hmac
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentrl import __version__
 from agentrl.registration import load_env_class
@@ -99,6 +104,91 @@ class GuardMiddleware:
                 if key == b"token":
                     return hmac.compare_digest(given, self.token)
         return False
+
+
+_STEP_ONE = re.compile(rf"{API_PREFIX}/episodes/([^/]+)/step")
+_STEP_BATCH = f"{API_PREFIX}/step"
+_JSON_HEADERS = [(b"content-type", JSON.encode())]
+
+
+class StepFastPath:
+    """`POST /v1/episodes/{id}/step` and `POST /v1/step` without FastAPI's routing and dependency
+    machinery, which costs more per request than the step of a light env.
+
+    The body is validated with the same pydantic models in one pass (`model_validate_json`). Any
+    request it does not take as is (another content type, a body that fails validation) goes on
+    to the FastAPI route with its body replayed, so errors read exactly as on every other route.
+    """
+
+    def __init__(self, app: ASGIApp, step_one: Callable[[str, StepAction], Awaitable[bytes]],
+                 step_batch: Callable[[BatchStep], Awaitable[bytes]], metrics: Metrics) -> None:
+        self.app = app
+        self.step_one = step_one
+        self.step_batch = step_batch
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if path == _STEP_BATCH:
+            episode_id = None
+        else:
+            match = _STEP_ONE.fullmatch(path)
+            if match is None:
+                return await self.app(scope, receive, send)
+            episode_id = match.group(1)
+        if not _is_json(scope):
+            return await self.app(scope, receive, send)
+        body = await _read_body(receive)
+        if body is None:  # the client went away
+            return None
+        try:
+            req = StepAction.model_validate_json(body) if episode_id is not None \
+                else BatchStep.model_validate_json(body)
+        except ValidationError:
+            return await self.app(scope, _replay(body, receive), send)
+        try:
+            out = await (self.step_one(episode_id, req) if episode_id is not None  # type: ignore[arg-type]
+                         else self.step_batch(req))  # type: ignore[arg-type]
+        except ApiError as exc:
+            self.metrics.errors.labels(exc.code).inc()
+            response = _error_response(exc.status, exc.code, exc.message, exc.headers)
+            return await response(scope, receive, send)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(out)).encode()), *_JSON_HEADERS]})
+        await send({"type": "http.response.body", "body": out})
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.partition(b";")[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
 
 
 def _env_spec(env_id: str) -> dict[str, Any]:
@@ -213,10 +303,26 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             registry.get(episode_id)  # raises the 404
         return {"episode_id": episode_id, "closed": True}
 
+    async def step_one(episode_id: str, req: StepAction) -> bytes:
+        _, body = await registry.step(episode_id, req.action, req.request_id)
+        return body
+
+    async def step_many(req: BatchStep) -> bytes:
+        async def one(episode_id: str, action: str, request_id: str | None) -> bytes:
+            head = b'{"episode_id":' + dumps(episode_id)
+            try:
+                _, body = await registry.step(episode_id, action, request_id)
+            except ApiError as exc:
+                metrics.errors.labels(exc.code).inc()
+                return head + b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
+            return head + b',"status":200,"result":' + body + b',"error":null}'
+
+        parts = await asyncio.gather(*(one(s.episode_id, s.action, s.request_id) for s in req.steps))
+        return b'{"results":[' + b",".join(parts) + b"]}"
+
     @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepOutcome, responses=ERRORS)
     async def step_episode(episode_id: str, req: StepAction) -> Response:
-        _, body = await registry.step(episode_id, req.action, req.request_id)
-        return Response(body, media_type=JSON)
+        return Response(await step_one(episode_id, req), media_type=JSON)
 
     @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/reset", response_model=EpisodeCreated, responses=ERRORS)
     async def reset_episode(episode_id: str, req: ResetEpisode) -> Response:
@@ -231,17 +337,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @app.post(f"{API_PREFIX}/step", response_model=BatchResults, responses=ERRORS)
     async def step_batch(req: BatchStep) -> Response:
-        async def one(episode_id: str, action: str, request_id: str | None) -> bytes:
-            head = b'{"episode_id":' + dumps(episode_id)
-            try:
-                _, body = await registry.step(episode_id, action, request_id)
-            except ApiError as exc:
-                metrics.errors.labels(exc.code).inc()
-                return head + b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
-            return head + b',"status":200,"result":' + body + b',"error":null}'
-
-        parts = await asyncio.gather(*(one(s.episode_id, s.action, s.request_id) for s in req.steps))
-        return Response(b'{"results":[' + b",".join(parts) + b"]}", media_type=JSON)
+        return Response(await step_many(req), media_type=JSON)
 
     # --- OpenEnv compatibility ---------------------------------------------------------------
     @app.websocket("/ws")
@@ -261,6 +357,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         return {"name": "agentrl", "version": __version__, "envs": list(registry.env_ids),
                 "default_env": config.default_env_id}
 
+    app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, metrics=metrics)
     app.add_middleware(GuardMiddleware, token=config.resolved_token(),
                        max_body_bytes=config.max_body_bytes, metrics=metrics)
     return app
