@@ -5,12 +5,19 @@ the backend gathers whatever requests are pending into one batch, so the acceler
 batch while each episode waits on its own env. A backend holds its own copy of the weights,
 tagged with a policy version, and takes new weights with `update_weights` after each optimizer
 step (in-process; no files).
+
+Sampling is reproducible per request: a request may carry a seed, and its tokens are drawn from
+a generator seeded with it alone, so what one episode samples does not depend on which other
+requests share its batch or in which order they arrived.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import inspect
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -32,13 +39,21 @@ def never_sampled_ids(tokenizer: Any) -> list[int]:
     return sorted((special | set(tokenizer.all_special_ids)) - {tokenizer.eos_token_id})
 
 
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed that depends on every part (e.g. run seed, step, env seed, sample, turn)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 class GenerationBackend(Protocol):
     version: int
     suppress_ids: list[int]
     generated_tokens: int
     busy_s: float
 
-    async def generate(self, prompt_ids: list[int], max_new_tokens: int) -> Generation: ...
+    async def generate(
+        self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None
+    ) -> Generation: ...
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None: ...
 
@@ -47,13 +62,14 @@ class GenerationBackend(Protocol):
 class _Request:
     prompt: list[int]
     max_new: int
+    seed: int
     future: asyncio.Future
 
 
 class BatchingBackend:
     """Queue + batcher shared by the concrete backends; subclasses implement `generate_batch`."""
 
-    def __init__(self, max_batch: int = 64, batch_wait_s: float = 0.002) -> None:
+    def __init__(self, max_batch: int = 64, batch_wait_s: float = 0.002, seed: int = 0) -> None:
         self.max_batch = max_batch
         self.batch_wait_s = batch_wait_s
         self.version = 0
@@ -65,21 +81,28 @@ class BatchingBackend:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._weights_lock = threading.Lock()
+        self._rng = random.Random(seed)  # seeds for requests that bring none
 
-    def generate_batch(self, prompts: list[list[int]], max_new: list[int]) -> list[Generation]:
+    def generate_batch(
+        self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
+    ) -> list[Generation]:
         raise NotImplementedError
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         raise NotImplementedError
 
-    async def generate(self, prompt_ids: list[int], max_new_tokens: int) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None
+    ) -> Generation:
+        if seed is None:
+            seed = self._rng.getrandbits(63)
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
             self._wake = asyncio.Event()
             self._pending = []
             self._task = loop.create_task(self._batcher())
         future = loop.create_future()
-        self._pending.append(_Request(list(prompt_ids), max_new_tokens, future))
+        self._pending.append(_Request(list(prompt_ids), max_new_tokens, seed, future))
         assert self._wake is not None
         self._wake.set()
         return await future
@@ -95,7 +118,10 @@ class BatchingBackend:
                 batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
                 try:
                     results = await asyncio.to_thread(
-                        self._timed_batch, [r.prompt for r in batch], [r.max_new for r in batch]
+                        self._timed_batch,
+                        [r.prompt for r in batch],
+                        [r.max_new for r in batch],
+                        [r.seed for r in batch],
                     )
                 except Exception as exc:  # hand the error to every waiting episode, keep serving
                     for r in batch:
@@ -113,10 +139,12 @@ class BatchingBackend:
                 await self._task
             self._task = None
 
-    def _timed_batch(self, prompts: list[list[int]], max_new: list[int]) -> list[Generation]:
+    def _timed_batch(
+        self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
+    ) -> list[Generation]:
         start = time.perf_counter()
         with self._weights_lock:
-            out = self.generate_batch(prompts, max_new)
+            out = self.generate_batch(prompts, max_new, seeds)
         self.busy_s += time.perf_counter() - start
         self.batches += 1
         self.generated_tokens += sum(len(g.ids) for g in out)
@@ -124,7 +152,13 @@ class BatchingBackend:
 
 
 class HFBackend(BatchingBackend):
-    """transformers `generate` with left padding; CPU or GPU."""
+    """Batched sampling with a KV cache and left padding; CPU or GPU.
+
+    Each row draws its tokens from its own generator, seeded by its request. The logits of a row
+    still depend in their last bits on the batch around it (kernels differ with batch shape), so
+    a model meant to give reproducible samples runs in float64 here (`make_backend` does so on
+    CPU): those differences then vanish when logprobs are rounded to float32.
+    """
 
     def __init__(
         self,
@@ -135,8 +169,9 @@ class HFBackend(BatchingBackend):
         top_p: float = 1.0,
         max_batch: int = 64,
         batch_wait_s: float = 0.002,
+        seed: int = 0,
     ) -> None:
-        super().__init__(max_batch=max_batch, batch_wait_s=batch_wait_s)
+        super().__init__(max_batch=max_batch, batch_wait_s=batch_wait_s, seed=seed)
         self.model = model.eval()
         self.temperature = temperature
         self.top_p = top_p
@@ -144,48 +179,79 @@ class HFBackend(BatchingBackend):
         self.stop_ids = {tokenizer.eos_token_id}
         self.suppress_ids = never_sampled_ids(tokenizer)
         self.device = next(model.parameters()).device
+        # transformers 5 renamed the KV cache argument (and output) from `past_key_values` to `cache`
+        params = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         with self._weights_lock:
             self.model.load_state_dict(state_dict)
             self.version = version
 
-    def generate_batch(self, prompts: list[list[int]], max_new: list[int]) -> list[Generation]:
+    def next_token_logprobs(self, logits: Any) -> Any:
+        """What the sampler draws from: temperature, never-sampled ids removed, then top-p."""
         import torch
 
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        logits = logits.double() / self.temperature
+        if self.suppress_ids:
+            logits[:, self.suppress_ids] = float("-inf")
+        if self.top_p < 1.0:
+            probs, order = torch.sort(torch.softmax(logits, -1), dim=-1, descending=True)
+            outside = probs.cumsum(-1) - probs > self.top_p  # the most likely token always stays
+            logits = logits.scatter(1, order, logits.gather(1, order).masked_fill(outside, float("-inf")))
+        return torch.log_softmax(logits, dim=-1)
+
+    def generate_batch(
+        self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
+    ) -> list[Generation]:
+        import torch
+
+        n, width = len(prompts), max(len(p) for p in prompts)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((n, width), dtype=torch.long)
         for i, p in enumerate(prompts):
             ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             attention[i, width - len(p) :] = 1
+        ids, attention = ids.to(self.device), attention.to(self.device)
+        positions = (attention.cumsum(-1) - 1).clamp_min(0)
+        generators = [torch.Generator().manual_seed(s) for s in seeds]
+        stop = torch.tensor(sorted(self.stop_ids))
+        limits = torch.tensor(max_new)
+        new = torch.full((n, max(max_new)), self.pad_id, dtype=torch.long)
+        logprobs = torch.zeros((n, max(max_new)), dtype=torch.float64)
+        done = torch.zeros(n, dtype=torch.bool)
+        cache = None
         with torch.inference_mode():
-            out = self.model.generate(
-                input_ids=ids.to(self.device),
-                attention_mask=attention.to(self.device),
-                do_sample=True,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=None,
-                max_new_tokens=max(max_new),
-                output_scores=True,
-                return_dict_in_generate=True,
-                pad_token_id=self.pad_id,
-                eos_token_id=sorted(self.stop_ids),
-                suppress_tokens=self.suppress_ids or None,
-            )
-        new = out.sequences[:, width:].cpu()
-        # `scores` are the processed logits the sampler drew from (temperature, top-p applied).
-        scores = torch.stack(out.scores, dim=1).float()
-        logprobs = torch.log_softmax(scores, dim=-1).gather(2, new.to(scores.device)[:, :, None])
-        logprobs = logprobs.squeeze(-1).cpu()
+            for t in range(max(max_new)):
+                out = self.model(
+                    input_ids=ids,
+                    attention_mask=attention,
+                    position_ids=positions,
+                    use_cache=True,
+                    **{self._cache_arg: cache},
+                )
+                cache = getattr(out, self._cache_arg)
+                logp = self.next_token_logprobs(out.logits[:, -1]).cpu()
+                # inverse-CDF sampling with one uniform in (0, 1] per row, from that row's generator;
+                # u > 0 never lands on a zero-probability token
+                u = 1.0 - torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
+                cdf = logp.exp().cumsum(-1)
+                token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
+                new[:, t] = torch.where(done, self.pad_id, token)
+                logprobs[:, t] = logp.gather(1, token[:, None]).squeeze(1)
+                done |= torch.isin(token, stop) | (t + 1 >= limits)
+                if done.all():
+                    break
+                ids = new[:, t : t + 1].to(self.device)
+                attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+                positions = positions[:, -1:] + 1
         result = []
         for i, limit in enumerate(max_new):
-            row = new[i].tolist()
-            n, stopped = min(limit, len(row)), False
-            for j in range(n):
-                if row[j] in self.stop_ids:
-                    n, stopped = j + 1, True
+            row = new[i, :limit].tolist()
+            n_i, stopped = len(row), False
+            for j, tok in enumerate(row):
+                if tok in self.stop_ids:
+                    n_i, stopped = j + 1, True
                     break
-            result.append(Generation(row[:n], logprobs[i, :n].tolist(), self.version, stopped))
+            result.append(Generation(row[:n_i], logprobs[i, :n_i].float().tolist(), self.version, stopped))
         return result

@@ -28,9 +28,10 @@ async def evaluate(
     limits: RolloutLimits,
     concurrency: int = 64,
     system_prompt: str | None = None,
+    sample_seed: int | None = None,
 ) -> dict[str, float]:
     groups = await collect_groups(
-        make_driver, backend, tokenizer, seeds, k, limits, concurrency, system_prompt
+        make_driver, backend, tokenizer, seeds, k, limits, concurrency, system_prompt, sample_seed
     )
     successes = [sum(e.success for e in g) for g in groups]
     rewards = [e.reward for g in groups for e in g]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from agentrl.agent_train.backends import GenerationBackend
+from agentrl.agent_train.backends import GenerationBackend, derive_seed
 from agentrl.agent_train.transcript import Transcript
 
 StepOut = tuple[str, float, bool, bool, dict[str, Any]]
@@ -152,7 +152,9 @@ async def run_episode(
     seed: int,
     limits: RolloutLimits,
     system_prompt: str | None = None,
+    sample_seed: int | None = None,
 ) -> Episode:
+    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t)."""
     transcript = Transcript(tokenizer)
     episode = Episode(seed=seed, transcript=transcript)
     driver = await asyncio.get_running_loop().run_in_executor(_env_threads(), make_driver)
@@ -169,7 +171,8 @@ async def run_episode(
             if room <= 0:
                 episode.truncated_by_budget = True
                 break
-            gen = await backend.generate(transcript.ids, min(limits.max_new_tokens, room))
+            seed = None if sample_seed is None else derive_seed(sample_seed, episode.turns)
+            gen = await backend.generate(transcript.ids, min(limits.max_new_tokens, room), seed)
             action = transcript.add_generation(gen.ids, gen.logprobs, gen.version)
             start = time.perf_counter()
             observation, reward, terminated, truncated, info = await driver.step(action)
@@ -202,13 +205,19 @@ async def collect_groups(
     limits: RolloutLimits,
     concurrency: int = 64,
     system_prompt: str | None = None,
+    sample_seed: int | None = None,
 ) -> list[list[Episode]]:
-    """G episodes per seed (same seed: the group shares one world), all running concurrently."""
+    """G episodes per seed (same seed: the group shares one world), all running concurrently.
+
+    With `sample_seed`, episode j of env seed s samples with seed (sample_seed, s, j): the
+    collected groups are then the same however the episodes interleave.
+    """
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(seed: int) -> Episode:
+    async def one(seed: int, j: int) -> Episode:
+        own = None if sample_seed is None else derive_seed(sample_seed, seed, j)
         async with gate:
-            return await run_episode(make_driver, backend, tokenizer, seed, limits, system_prompt)
+            return await run_episode(make_driver, backend, tokenizer, seed, limits, system_prompt, own)
 
-    flat = await asyncio.gather(*(one(s) for s in seeds for _ in range(group_size)))
+    flat = await asyncio.gather(*(one(s, j) for s in seeds for j in range(group_size)))
     return [list(flat[i * group_size : (i + 1) * group_size]) for i in range(len(seeds))]

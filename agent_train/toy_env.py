@@ -47,7 +47,10 @@ class PickWordEnv(gym.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
-        self._cue = list(CUES)[int(self.np_random.integers(len(CUES)))]
+        # consecutive seeds cycle through the cues, so a step's groups (and the held-out set)
+        # hold every cue equally often and no colour is favoured regardless of the cue
+        pick = seed if seed is not None else int(self.np_random.integers(len(CUES)))
+        self._cue = list(CUES)[pick % len(CUES)]
         self._turn = 0
         return prompt(self._cue), {"answer": CUES[self._cue]}
 

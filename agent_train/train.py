@@ -1,5 +1,9 @@
 """The training loop, top to bottom: rollouts (one step ahead, in a background event loop),
 group advantages, logprob recomputation, clipped masked loss, optimizer step, weight push.
+
+A run is reproducible from its config: the seed fixes the init, the env seeds and every sampled
+token (per-request seeds), and weights are pushed between rollout steps, never during one, so
+step s's rollouts always see policy version s - max_staleness.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentrl.agent_train.backends import GenerationBackend, HFBackend
+from agentrl.agent_train.backends import GenerationBackend, HFBackend, derive_seed
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.evaluate import evaluate
 from agentrl.agent_train.grpo import group_advantages, grpo_loss, token_logprobs
@@ -31,6 +35,8 @@ class RolloutProducer:
     """Collects step s's groups on its own event loop thread once the policy version reaches
     s - max_staleness, so rollouts for the next step run while the current one trains."""
 
+    TRAIN, EVAL = 1, 2  # sampling-seed streams; every eval reuses one (common random numbers)
+
     def __init__(self, cfg: TrainConfig, backend: GenerationBackend, tokenizer: Any, limits: RolloutLimits):
         self.cfg, self.backend, self.tokenizer, self.limits = cfg, backend, tokenizer, limits
         self.make_driver = driver_factory(cfg.env, cfg.env_url, **cfg.env_kwargs)
@@ -38,6 +44,7 @@ class RolloutProducer:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="rollouts")
         self.out: queue.Queue = queue.Queue()
         self.version = 0
+        self.collected = -1  # the last step whose rollouts are done
         self._cond = threading.Condition()
         self._job: Any = None
         self.thread.start()
@@ -47,6 +54,7 @@ class RolloutProducer:
         return [base + i for i in range(self.cfg.groups_per_step)]
 
     def start(self, first_step: int, steps: int) -> None:
+        self.collected = first_step - 1
         self._job = asyncio.run_coroutine_threadsafe(self._produce(first_step, steps), self.loop)
 
     async def _produce(self, first_step: int, steps: int) -> None:
@@ -63,6 +71,7 @@ class RolloutProducer:
                 self.limits,
                 self.cfg.concurrency,
                 self.cfg.system_prompt,
+                sample_seed=derive_seed(self.cfg.seed, self.TRAIN, step),
             )
             timing = {
                 "rollout_s": time.perf_counter() - start,
@@ -70,10 +79,21 @@ class RolloutProducer:
                 "gen_busy_s": self.backend.busy_s - busy_before,
             }
             self.out.put((step, groups, timing))
+            with self._cond:
+                self.collected = step
+                self._cond.notify_all()
 
     def _wait_for_version(self, version: int) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self.version >= version)
+
+    def wait_collected(self, step: int) -> None:
+        """Block until step's rollouts are done (they must not see the weights pushed next)."""
+        with self._cond:
+            while not self._cond.wait_for(lambda: self.collected >= step, timeout=0.5):
+                if self._job is not None and self._job.done():
+                    self._job.result()  # re-raises a rollout failure here
+                    raise RuntimeError("rollout producer stopped early")
 
     def set_version(self, version: int) -> None:
         with self._cond:
@@ -103,6 +123,7 @@ class RolloutProducer:
                 self.limits,
                 self.cfg.concurrency,
                 self.cfg.system_prompt,
+                sample_seed=derive_seed(self.cfg.seed, self.EVAL),
             )
         )
 
@@ -251,7 +272,8 @@ def optimize(
             **{k: float(np.mean([p[k] for p in parts])) for k in parts[0]},
         }
     stats["is_weight_mean"] = float(weights.sum() / b["mask"].sum().clamp_min(1))
-    stats["logprob_mismatch"] = float(((old - b["behav_logp"]).abs() * b["mask"]).sum() / total_tokens)
+    mismatch = torch.where(b["mask"] > 0, (old - b["behav_logp"]).abs(), 0.0)
+    stats["logprob_mismatch"] = float(mismatch.sum() / total_tokens)
     return stats
 
 
@@ -364,6 +386,7 @@ def train(
             if chosen:
                 batch = build_batch(chosen, chosen_adv, tokenizer.pad_token_id)
                 row.update(optimize(policy, ref, optimizer, batch, cfg, autocast, backend.suppress_ids))
+            producer.wait_collected(min(step + cfg.max_staleness, cfg.steps - 1))
             backend.update_weights({k: v.detach() for k, v in policy.state_dict().items()}, step + 1)
             producer.set_version(step + 1)
             row.update(train_s=time.perf_counter() - t_train, step_s=time.perf_counter() - t0)
@@ -409,7 +432,9 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, device: str) -> 
     gen_model = copy.deepcopy(policy).requires_grad_(False)
     if device.startswith("cuda") and cfg.bf16:
         gen_model = gen_model.to(torch.bfloat16)
-    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature)
+    elif device == "cpu":  # float64: samples that do not depend on how requests were batched
+        gen_model = gen_model.to(torch.float64)
+    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature, seed=cfg.seed)
 
 
 def _progress(cfg: TrainConfig, start: int) -> Any:

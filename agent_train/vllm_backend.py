@@ -72,7 +72,9 @@ class VLLMBackend(BatchingBackend):
             self.llm.reset_prefix_cache()
             self.version = version
 
-    def generate_batch(self, prompts: list[list[int]], max_new: list[int]) -> list[Generation]:
+    def generate_batch(
+        self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
+    ) -> list[Generation]:
         from vllm.inputs import TokensPrompt
 
         params = [
@@ -82,8 +84,9 @@ class VLLMBackend(BatchingBackend):
                 max_tokens=m,
                 logprobs=0,
                 stop_token_ids=self.stop_ids,
+                seed=seed,
             )
-            for m in max_new
+            for m, seed in zip(max_new, seeds, strict=True)
         ]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         result = []

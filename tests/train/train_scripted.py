@@ -20,7 +20,9 @@ class ScriptedBackend:
         self.sampled: list[list[int]] = []
         self.suppress_ids: list[int] = []
 
-    async def generate(self, prompt_ids: list[int], max_new_tokens: int) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None
+    ) -> Generation:
         turn = self.turns.pop(0)
         if isinstance(turn, str):
             turn = [*self.tokenizer.encode(turn, add_special_tokens=False), self.tokenizer.eos_token_id]
