@@ -31,6 +31,7 @@ class SandboxEnv(ToolEnv):
 
     task_ids: ClassVar[tuple[str, ...]] = ()
     default_max_turns = 30
+    operator_kwargs = frozenset({"sandbox_url", "sandbox_token", "image", "memory_mb"})
 
     def __init__(
         self,

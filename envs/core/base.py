@@ -41,6 +41,9 @@ class TextEnv(gym.Env[str, str]):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
     default_max_turns: ClassVar[int] = 20
+    # Constructor arguments that reach outside the episode (endpoints, credentials, server-side
+    # paths, images): a server takes them from its operator, never from a client.
+    operator_kwargs: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,

@@ -63,6 +63,7 @@ class SearchEnv(TextEnv):
     """
 
     default_max_turns: ClassVar[int] = 4
+    operator_kwargs = frozenset({"qa_path", "index_dir", "retrieval_url", "retriever"})
 
     def __init__(
         self,

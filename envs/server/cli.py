@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from agentrl.server.config import TOKEN_ENV_VAR, ServerConfig
@@ -22,8 +23,22 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--max-age", type=float, default=defaults.max_age_s, help="seconds an episode may live")
     p.add_argument("--max-action-chars", type=int, default=defaults.max_action_chars)
     p.add_argument("--workers", type=int, default=defaults.workers, help="threads running env code")
+    p.add_argument("--env-kwargs", action="append", default=[], metavar="ENV_ID=JSON", type=_env_kwargs,
+                   help="constructor arguments for one env id, e.g. "
+                   "'agentrl/Bash-v0={\"sandbox_url\": \"http://127.0.0.1:8090\"}' (repeatable)")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(handler=serve)
+
+
+def _env_kwargs(text: str) -> tuple[str, dict[str, Any]]:
+    env_id, sep, body = text.partition("=")
+    try:
+        kwargs = json.loads(body) if sep else None
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON after {env_id}=: {exc.msg}") from None
+    if not isinstance(kwargs, dict):
+        raise argparse.ArgumentTypeError("expected ENV_ID={...JSON object...}")
+    return env_id, kwargs
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -31,7 +46,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         host=args.host, port=args.port, env_ids=tuple(args.env_ids) if args.env_ids else None,
         default_env_id=args.default_env, token=args.token, max_episodes=args.max_episodes,
         idle_ttl_s=args.idle_ttl, max_age_s=args.max_age, max_action_chars=args.max_action_chars,
-        workers=args.workers,
+        workers=args.workers, env_kwargs=dict(args.env_kwargs),
     )
 
 

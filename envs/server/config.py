@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 TOKEN_ENV_VAR = "AGENTRL_TOKEN"
 
@@ -38,6 +39,9 @@ class ServerConfig:
     workers: int = 64
     # results kept per episode for `request_id` retries
     idempotency_window: int = 32
+    # constructor arguments per env id set by whoever runs the server; clients' env_kwargs go on
+    # top, except the env's `operator_kwargs`, which only these may set
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
 
     def resolved_token(self) -> str | None:

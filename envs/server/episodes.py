@@ -182,6 +182,20 @@ class EpisodeRegistry:
                            f"no live episode {episode_id!r} (never created, closed, or expired)")
         return ep
 
+    def _env_kwargs(self, env_id: str, requested: dict[str, Any]) -> dict[str, Any]:
+        """The operator's constructor arguments for `env_id`, with the client's on top.
+
+        Arguments that reach outside the episode (the env's `operator_kwargs`: endpoints,
+        credentials, server-side paths) are the operator's alone; a client asking for them is refused
+        rather than silently overridden.
+        """
+        reserved = {"base_url"} | set(getattr(load_env_class(env_id), "operator_kwargs", ()))
+        if refused := sorted(reserved & set(requested)):
+            raise ApiError(400, ErrorCode.ENV_REJECTED,
+                           f"env_kwargs may not set {', '.join(refused)}: only the server's operator can "
+                           "(agentrl serve --env-kwargs)")
+        return {**self.config.env_kwargs.get(env_id, {}), **requested}
+
     async def create(
         self,
         env_id: str,
@@ -197,9 +211,7 @@ class EpisodeRegistry:
             earlier = self._creates.get(request_id)
             if earlier is not None:
                 return await asyncio.shield(earlier)
-        env_kwargs = dict(env_kwargs or {})
-        if "base_url" in env_kwargs:
-            raise ApiError(400, ErrorCode.ENV_REJECTED, "env_kwargs may not contain base_url")
+        env_kwargs = self._env_kwargs(env_id, env_kwargs or {})
         if self.live + self._starting >= self.config.max_episodes:
             retry = max(1, math.ceil(self.config.reap_interval_s))
             raise ApiError(429, ErrorCode.CAPACITY,

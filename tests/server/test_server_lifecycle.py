@@ -15,6 +15,7 @@ from server_helpers import ECHO, call
 from agentrl.client import (
     CapacityError,
     EnvClient,
+    InvalidRequestError,
     RemoteEnv,
     RetryPolicy,
     UnauthorizedError,
@@ -154,3 +155,30 @@ def _healthy(url: str) -> bool:
         return httpx.get(f"{url}/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_operator_kwargs_come_from_the_operator_not_from_clients():
+    config = ServerConfig(env_kwargs={ECHO: {"max_turns": 1}, "agentrl/Search-v0": {"topk": 2}})
+    with serve_in_thread(config) as url, EnvClient(url, retry=NO_RETRY) as client:
+        # the operator's arguments apply: this Echo episode truncates after one turn
+        episode = client.create_episode(ECHO, seed=0)
+        assert client.step(episode.episode_id, call("echo", text="x")).truncated
+        # a client may still set ordinary arguments on top
+        longer = client.create_episode(ECHO, seed=0, env_kwargs={"max_turns": 3})
+        assert not client.step(longer.episode_id, call("echo", text="x")).truncated
+        # but not those that reach outside the episode (a server-side path, an endpoint)
+        refused = ({"qa_path": "/etc/passwd"}, {"retrieval_url": "http://127.0.0.1:9"}, {"base_url": url})
+        for kwargs in refused:
+            with pytest.raises(InvalidRequestError, match="only the server's operator"):
+                client.create_episode("agentrl/Search-v0", seed=0, env_kwargs=kwargs)
+
+
+def test_cli_parses_env_kwargs_per_env_id():
+    from agentrl.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["serve", "--env-kwargs", 'agentrl/Bash-v0={"sandbox_url": "http://127.0.0.1:8090"}']
+    )
+    assert config_from_args(args).env_kwargs == {"agentrl/Bash-v0": {"sandbox_url": "http://127.0.0.1:8090"}}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--env-kwargs", "agentrl/Bash-v0=[1]"])
