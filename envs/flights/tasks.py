@@ -63,6 +63,20 @@ class _Retry(Exception):
     """This draw gives no unique answer; draw again."""
 
 
+# (world seed, days) -> the routes tasks are drawn from; a world is a pure function of its key
+_TASK_ROUTES: dict[tuple[int, int], tuple[tuple[str, str, str], ...]] = {}
+
+
+def task_routes(world: World) -> tuple[tuple[str, str, str], ...]:
+    """The (origin, destination, day) keys tasks may use, sorted; computed once per world."""
+    key = (world.seed, world.days)
+    routes = _TASK_ROUTES.get(key)
+    if routes is None:
+        routes = tuple(sorted(k for k in world.by_route if k[0] in ROUTE_AIRPORTS and k[1] in ROUTE_AIRPORTS))
+        _TASK_ROUTES[key] = routes
+    return routes
+
+
 class _Picker:
     """Candidate search over the world's rows, with the task's fare change applied."""
 
@@ -114,8 +128,7 @@ class _Picker:
         return items[int(self.rng.integers(len(items)))]
 
     def route(self) -> tuple[str, str, str]:
-        keys = [k for k in self.world.by_route if k[0] in ROUTE_AIRPORTS and k[1] in ROUTE_AIRPORTS]
-        return self.choice(sorted(keys))
+        return self.choice(task_routes(self.world))
 
     def window(self, level: int) -> tuple[str, str]:
         if level == 1:
