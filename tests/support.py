@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import NoReturn
+import threading
+import time
+from typing import Any, NoReturn
 
 import pytest
 
@@ -25,3 +27,34 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class AppServer:
+    """uvicorn serving an ASGI app on 127.0.0.1 in a daemon thread of the test process.
+
+    Real HTTP on loopback without a second process; `app` and `token` stay at hand for the tests.
+    """
+
+    def __init__(self, app: Any, token: str | None = None) -> None:
+        import uvicorn
+
+        self.app = app
+        self.token = token
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> AppServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from search_helpers import LiveServer
+from support import AppServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -77,9 +77,9 @@ def world_bm25_dir(world_file, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def world_server(world_bm25_dir) -> Iterator[LiveServer]:
+def world_server(world_bm25_dir) -> Iterator[AppServer]:
     from agentrl.retrievers import open_index
     from agentrl.retrievers.server import create_app
 
-    with open_index(world_bm25_dir) as retriever, LiveServer(create_app(retriever)) as live:
+    with open_index(world_bm25_dir) as retriever, AppServer(create_app(retriever)) as live:
         yield live

@@ -210,7 +210,7 @@ def test_remote_retriever_matches_in_process(world_server, world_bm25_dir):
 
 
 def test_retriever_outage_is_an_observation_not_a_crash():
-    from search_helpers import free_port
+    from support import free_port
 
     env = make(retrieval_url=f"http://127.0.0.1:{free_port()}")
     env.reset(seed=0)

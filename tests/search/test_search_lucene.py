@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from search_helpers import LiveServer, require_java
+from search_helpers import require_java
+from support import AppServer
 
 from agentrl.retrievers import build_index, open_index, split_title
 from agentrl.retrievers.server import create_app
@@ -47,7 +48,7 @@ def test_lucene_returns_raw_documents(wiki_lucene, wiki_rows):
 
 
 def test_lucene_behind_search_r1_server(wiki_lucene):
-    with LiveServer(create_app(wiki_lucene)) as live:
+    with AppServer(create_app(wiki_lucene)) as live:
         payload = {"queries": ["Eiffel Tower", "Mount Everest height"], "topk": 3, "return_scores": True}
         body = httpx.post(live.url + "/retrieve", json=payload, timeout=60).json()
     assert [len(r) for r in body["result"]] == [3, 3]

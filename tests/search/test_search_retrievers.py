@@ -194,7 +194,7 @@ def test_cli_build_and_serve(tmp_path):
     import time
 
     import httpx
-    from search_helpers import free_port
+    from support import free_port
 
     from agentrl.cli import main
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from search_helpers import LiveServer
+from support import AppServer
 
 from agentrl.retrievers import Hit, Retriever
 from agentrl.retrievers.server import create_app
@@ -139,7 +139,7 @@ class SlowRetriever(Retriever):
 
 def test_full_queue_answers_503_and_one_thread_touches_the_retriever():
     retriever = SlowRetriever()
-    with LiveServer(create_app(retriever, queue_size=1, max_batch=1)) as live, ThreadPoolExecutor(8) as pool:
+    with AppServer(create_app(retriever, queue_size=1, max_batch=1)) as live, ThreadPoolExecutor(8) as pool:
         futures = [
             pool.submit(httpx.post, live.url + "/retrieve", json={"query": "q"}, timeout=30) for _ in range(8)
         ]
