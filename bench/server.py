@@ -25,7 +25,6 @@ import multiprocessing
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from rich.table import Table
 import agentrl  # noqa: F401  (registers the envs)
 from agentrl.client import AsyncEnvClient, EnvClient
 from agentrl.registration import make_env
+from agentrl.server.local import free_port
 
 ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
 OPENENV, OPENENV_PATH = "OpenEnv echo", "OpenEnv create_app /ws (OpenEnv client)"
@@ -67,12 +67,6 @@ def action_for(env_id: str, info: dict[str, Any]) -> str:
 
 
 # --- processes -----------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def process(cmd: list[str], url: str, cwd: str | None = None):  # type: ignore[no-untyped-def]
     env = {**os.environ, "AGENTRL_TOKEN": "", "OMP_NUM_THREADS": "1"}
