@@ -32,11 +32,33 @@ class Generation:
     stopped: bool  # ended on a stop token (else the token limit)
 
 
-def never_sampled_ids(tokenizer: Any) -> list[int]:
-    """Control tokens except the stop token: sampling one mid-turn would leave a transcript the chat
-    template cannot render (drift), so the sampler and the trainer's recomputation both exclude them."""
+def turn_end_ids(tokenizer: Any) -> list[int]:
+    """The ids that end an assistant turn: eos, and the token the chat template closes an assistant
+    message with when that is another one (Qwen's `<|im_end|>` while eos is `<|endoftext|>`).
+    Without it a model could only end its turn by running out of tokens."""
+    ends = {tokenizer.eos_token_id}
+    if getattr(tokenizer, "chat_template", None):
+        marker = "ok"
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}], tokenize=False
+        )
+        after = text[text.rindex(marker) + len(marker) :]
+        closing = tokenizer.encode(after, add_special_tokens=False)[:1]
+        if closing and closing[0] in _special_ids(tokenizer):
+            ends.add(closing[0])
+    return sorted(i for i in ends if i is not None)
+
+
+def _special_ids(tokenizer: Any) -> set[int]:
     special = {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
-    return sorted((special | set(tokenizer.all_special_ids)) - {tokenizer.eos_token_id})
+    return special | set(tokenizer.all_special_ids)
+
+
+def never_sampled_ids(tokenizer: Any) -> list[int]:
+    """Control tokens except those that end a turn: sampling one mid-turn would leave a transcript
+    the chat template cannot render (drift), so the sampler and the trainer's recomputation both
+    exclude them."""
+    return sorted(_special_ids(tokenizer) - set(turn_end_ids(tokenizer)))
 
 
 def derive_seed(*parts: int) -> int:
@@ -176,7 +198,7 @@ class HFBackend(BatchingBackend):
         self.temperature = temperature
         self.top_p = top_p
         self.pad_id = tokenizer.pad_token_id
-        self.stop_ids = {tokenizer.eos_token_id}
+        self.stop_ids = set(turn_end_ids(tokenizer))
         self.suppress_ids = never_sampled_ids(tokenizer)
         self.device = next(model.parameters()).device
         # transformers 5 renamed the KV cache argument (and output) from `past_key_values` to `cache`

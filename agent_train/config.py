@@ -49,7 +49,12 @@ class TrainConfig:
     eval_every: int = 0  # 0: eval before and after only
     eval_seeds: int = 32
     eval_k: int = 4
-    eval_seed_offset: int = 1_000_000  # held-out seeds never used for training
+    eval_seed_offset: int = 1_000_000  # eval seeds; never training seeds, whatever the splits
+    train_split: str = "train"  # passed as split= to envs that take one ("" passes none)
+    eval_split: str = "test"  # the held-out side; its task ids must never show up in training
+    # failures
+    max_idle_steps: int = 5  # stop after this many steps in a row with no trainable sample (0: never)
+    max_excluded_frac: float = 0.5  # stop when more of a step's (or an eval's) episodes are excluded
     tensorboard: bool = True
     plot: bool = True
     progress: bool = True
@@ -64,6 +69,8 @@ class TrainConfig:
         for name, options in allowed.items():
             if getattr(self, name) not in options:
                 raise ValueError(f"{name} must be one of {options}, not {getattr(self, name)!r}")
+        if not 0.0 <= self.max_excluded_frac <= 1.0:
+            raise ValueError("max_excluded_frac must be between 0 and 1")
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: GRPO's baseline is the group mean")
 

@@ -20,29 +20,38 @@ def group_advantages(
     mode: AdvantageMode = "std",
     eps: float = 1e-6,
     zero_variance: ZeroVariance = "skip",
+    valid: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages for `rewards` of shape (groups, group_size); returns (advantages, keep).
 
     "std" is GRPO's (r - mean) / std; "mean" is Dr. GRPO's r - mean, which does not up-weight
-    near-uniform groups. A zero-variance group has advantage exactly 0 either way (no division
-    by a zero std); `keep` is False for its samples under "skip" so they are not even computed.
+    near-uniform groups. `valid` (same shape, bool) marks the episodes that may be trained on:
+    the baseline is computed over those alone, so an episode excluded later (an error, drift)
+    cannot shift its group's mean; invalid ones get advantage 0 and keep False. A group with
+    zero variance (or fewer than two valid episodes) has advantage exactly 0 either way (no
+    division by a zero std); `keep` is False for its samples under "skip".
     """
     if rewards.dim() != 2:
         raise ValueError("rewards must have shape (groups, group_size)")
-    mean = rewards.mean(dim=1, keepdim=True)
-    centred = rewards - mean
-    std = rewards.std(dim=1, keepdim=True, unbiased=False)
-    flat = std <= eps
+    if valid is None:
+        valid = torch.ones_like(rewards, dtype=torch.bool)
+    w = valid.to(rewards.dtype)
+    n = w.sum(dim=1, keepdim=True)
+    mean = (rewards * w).sum(dim=1, keepdim=True) / n.clamp_min(1.0)
+    centred = (rewards - mean) * w
+    std = ((centred**2).sum(dim=1, keepdim=True) / n.clamp_min(1.0)).sqrt()
+    flat = (std <= eps) | (n < 2)
     if mode == "std":
         adv = torch.where(flat, torch.zeros_like(centred), centred / std.clamp_min(eps))
     elif mode == "mean":
         adv = torch.where(flat, torch.zeros_like(centred), centred)
     else:
         raise ValueError(f"unknown advantage mode {mode!r}")
-    keep = torch.ones_like(rewards, dtype=torch.bool)
     if zero_variance == "skip":
-        keep = ~flat.expand_as(rewards)
-    elif zero_variance != "keep":
+        keep = valid & ~flat.expand_as(rewards)
+    elif zero_variance == "keep":
+        keep = valid.clone()
+    else:
         raise ValueError(f"unknown zero-variance policy {zero_variance!r}")
     return adv, keep
 

@@ -14,6 +14,7 @@ PLOTTED = (
     "eval_success",
     "eval_pass_at_k",
     "loss",
+    "sft_loss",
     "group_reward_var",
     "gen_tokens_per_s",
     "staleness_mean",

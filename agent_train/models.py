@@ -126,10 +126,6 @@ def env_corpus(env_id: str, seeds: int = 16, **env_kwargs: Any) -> list[str]:
 
     import agentrl  # noqa: F401  (registers the ids)
 
-    if env_id.startswith("agentrl-test/"):
-        from agentrl.agent_train import toy_env
-
-        return toy_env.corpus()
     env = gym.make(env_id, **env_kwargs)
     texts = [env.reset(seed=s)[0] for s in range(seeds)]
     env.close()
@@ -140,12 +136,12 @@ def env_corpus(env_id: str, seeds: int = 16, **env_kwargs: Any) -> list[str]:
 def load_model(
     spec: str, env_id: str, device: str = "cpu", seed: int = 0, **env_kwargs: Any
 ) -> tuple[Any, Any]:
-    """`tiny:LAYERSxHIDDEN` builds a random-init model with a tokenizer trained on the env's texts."""
+    """`tiny:LAYERSxHIDDEN` builds a random-init model with a tokenizer trained on the env's texts
+    (`tiny:LAYERSxHIDDENxVOCAB` sets the vocabulary size, 1024 by default)."""
     if spec.startswith("tiny"):
-        layers, hidden = (int(x) for x in (spec.partition(":")[2] or "2x64").split("x"))
-        tokenizer = build_tiny_tokenizer(
-            env_corpus(env_id, **env_kwargs), vocab_size=128 if "test" in env_id else 1024
-        )
+        sizes = [int(x) for x in (spec.partition(":")[2] or "2x64").split("x")]
+        layers, hidden, vocab = [*sizes, 1024][:3]
+        tokenizer = build_tiny_tokenizer(env_corpus(env_id, **env_kwargs), vocab_size=vocab)
         heads = max(1, hidden // 64) if hidden >= 64 else 1
         return build_tiny_model(tokenizer, hidden=hidden, layers=layers, heads=heads, seed=seed).to(
             device

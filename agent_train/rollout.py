@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,8 +51,6 @@ class GymDriver:
 
         import agentrl  # noqa: F401  (registers the ids)
 
-        if env_id.startswith("agentrl-test/"):
-            from agentrl.agent_train import toy_env  # noqa: F401  (registers the test-only ids)
         self.env = gym.make(env_id, **kwargs)
 
     async def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
@@ -125,7 +124,9 @@ class Episode:
     turns: int = 0
     truncated_by_budget: bool = False
     env_s: float = 0.0
-    error: str | None = None
+    error: str | None = None  # one line: the exception's type and message
+    trace: str | None = None  # the full traceback of `error`, for the run log
+    task_id: str | None = None  # the env's `info["task_id"]` at reset, when it names one
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -145,34 +146,47 @@ class RolloutLimits:
     success_threshold: float = 1.0  # reward at or above which an episode counts as a success
 
 
-async def run_episode(
-    make_driver: Callable[[], EnvDriver],
-    backend: GenerationBackend,
-    tokenizer: Any,
-    seed: int,
-    limits: RolloutLimits,
-    system_prompt: str | None = None,
-    sample_seed: int | None = None,
-) -> Episode:
-    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t)."""
-    transcript = Transcript(tokenizer)
+@dataclass
+class Rollouts:
+    """Everything episodes of one kind (training or evaluation) share: where the env comes from,
+    the generator, the tokenizer and the limits. One object instead of the same arguments
+    passed through every layer."""
+
+    make_driver: Callable[[], EnvDriver]
+    backend: GenerationBackend
+    tokenizer: Any
+    limits: RolloutLimits = field(default_factory=RolloutLimits)
+    concurrency: int = 64  # episodes in flight at once
+    system_prompt: str | None = None
+
+
+async def run_episode(spec: Rollouts, seed: int, sample_seed: int | None = None) -> Episode:
+    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t).
+
+    An exception (env, server, generator) ends this episode with `error` and `trace` set: the
+    caller counts it and decides whether the run can go on; it is never trained on."""
+    transcript = Transcript(spec.tokenizer)
     episode = Episode(seed=seed, transcript=transcript)
-    driver = await asyncio.get_running_loop().run_in_executor(_env_threads(), make_driver)
+    limits = spec.limits
+    driver = None
     try:
+        driver = await asyncio.get_running_loop().run_in_executor(_env_threads(), spec.make_driver)
         start = time.perf_counter()
         observation, info = await driver.reset(seed)
         episode.env_s += time.perf_counter() - start
+        if info.get("task_id") is not None:
+            episode.task_id = str(info["task_id"])
         first = [{"role": "user", "content": observation}]
-        if system_prompt:
-            first.insert(0, {"role": "system", "content": system_prompt})
+        if spec.system_prompt:
+            first.insert(0, {"role": "system", "content": spec.system_prompt})
         transcript.start(first)
         while True:
             room = limits.token_budget - len(transcript.ids)
             if room <= 0:
                 episode.truncated_by_budget = True
                 break
-            seed = None if sample_seed is None else derive_seed(sample_seed, episode.turns)
-            gen = await backend.generate(transcript.ids, min(limits.max_new_tokens, room), seed)
+            turn_seed = None if sample_seed is None else derive_seed(sample_seed, episode.turns)
+            gen = await spec.backend.generate(transcript.ids, min(limits.max_new_tokens, room), turn_seed)
             action = transcript.add_generation(gen.ids, gen.logprobs, gen.version)
             start = time.perf_counter()
             observation, reward, terminated, truncated, info = await driver.step(action)
@@ -186,38 +200,42 @@ async def run_episode(
         transcript.check()
         episode.info = dict(info)
         episode.success = bool(info.get("success", episode.reward >= limits.success_threshold))
-    except Exception as exc:  # an env or server failure loses this episode, not the run
+    except Exception as exc:
         episode.error = f"{type(exc).__name__}: {exc}"
+        episode.trace = traceback.format_exc()
     finally:
-        try:
-            await driver.close()
-        except Exception as exc:
-            episode.error = episode.error or f"close failed: {exc}"
+        if driver is not None:
+            try:
+                await driver.close()
+            except Exception as exc:
+                if episode.error is None:
+                    episode.error = f"close failed: {type(exc).__name__}: {exc}"
+                    episode.trace = traceback.format_exc()
     return episode
 
 
 async def collect_groups(
-    make_driver: Callable[[], EnvDriver],
-    backend: GenerationBackend,
-    tokenizer: Any,
+    spec: Rollouts,
     seeds: list[int],
     group_size: int,
-    limits: RolloutLimits,
-    concurrency: int = 64,
-    system_prompt: str | None = None,
     sample_seed: int | None = None,
+    on_done: Callable[[Episode], Any] | None = None,
 ) -> list[list[Episode]]:
     """G episodes per seed (same seed: the group shares one world), all running concurrently.
 
     With `sample_seed`, episode j of env seed s samples with seed (sample_seed, s, j): the
-    collected groups are then the same however the episodes interleave.
+    collected groups are then the same however the episodes interleave. `on_done` sees each
+    episode as it ends (a progress bar).
     """
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(spec.concurrency)
 
     async def one(seed: int, j: int) -> Episode:
         own = None if sample_seed is None else derive_seed(sample_seed, seed, j)
         async with gate:
-            return await run_episode(make_driver, backend, tokenizer, seed, limits, system_prompt, own)
+            episode = await run_episode(spec, seed, own)
+        if on_done is not None:
+            on_done(episode)
+        return episode
 
     flat = await asyncio.gather(*(one(s, j) for s in seeds for j in range(group_size)))
     return [list(flat[i * group_size : (i + 1) * group_size]) for i in range(len(seeds))]

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentrl.agent_train.accounting import FailureGuard, TaskLedger, TrainingAborted, split_kwargs
 from agentrl.agent_train.backends import GenerationBackend, HFBackend, derive_seed
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.evaluate import evaluate
 from agentrl.agent_train.grpo import group_advantages, grpo_loss, token_logprobs
-from agentrl.agent_train.rollout import Episode, RolloutLimits, collect_groups, driver_factory
+from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, collect_groups, driver_factory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,13 +34,16 @@ from agentrl.agent_train.rollout import Episode, RolloutLimits, collect_groups, 
 # ---------------------------------------------------------------------------------------------
 class RolloutProducer:
     """Collects step s's groups on its own event loop thread once the policy version reaches
-    s - max_staleness, so rollouts for the next step run while the current one trains."""
+    s - max_staleness, so rollouts for the next step run while the current one trains.
+
+    Training episodes come from the train split, evaluation episodes from the held-out split
+    (`train_spec` and `eval_spec` differ only in their env kwargs)."""
 
     TRAIN, EVAL = 1, 2  # sampling-seed streams; every eval reuses one (common random numbers)
 
-    def __init__(self, cfg: TrainConfig, backend: GenerationBackend, tokenizer: Any, limits: RolloutLimits):
-        self.cfg, self.backend, self.tokenizer, self.limits = cfg, backend, tokenizer, limits
-        self.make_driver = driver_factory(cfg.env, cfg.env_url, **cfg.env_kwargs)
+    def __init__(self, cfg: TrainConfig, train_spec: Rollouts, eval_spec: Rollouts):
+        self.cfg, self.train_spec, self.eval_spec = cfg, train_spec, eval_spec
+        self.backend = train_spec.backend
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="rollouts")
         self.out: queue.Queue = queue.Queue()
@@ -63,14 +67,9 @@ class RolloutProducer:
             start = time.perf_counter()
             tokens_before, busy_before = self.backend.generated_tokens, self.backend.busy_s
             groups = await collect_groups(
-                self.make_driver,
-                self.backend,
-                self.tokenizer,
+                self.train_spec,
                 self.seeds_for(step),
                 self.cfg.group_size,
-                self.limits,
-                self.cfg.concurrency,
-                self.cfg.system_prompt,
                 sample_seed=derive_seed(self.cfg.seed, self.TRAIN, step),
             )
             timing = {
@@ -112,20 +111,9 @@ class RolloutProducer:
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def evaluate(self, seeds: list[int], k: int) -> dict[str, float]:
-        return self.run(
-            evaluate(
-                self.make_driver,
-                self.backend,
-                self.tokenizer,
-                seeds,
-                k,
-                self.limits,
-                self.cfg.concurrency,
-                self.cfg.system_prompt,
-                sample_seed=derive_seed(self.cfg.seed, self.EVAL),
-            )
-        )
+    def evaluate(self, seeds: list[int], k: int) -> tuple[dict[str, float], list[Episode]]:
+        sample_seed = derive_seed(self.cfg.seed, self.EVAL)
+        return self.run(evaluate(self.eval_spec, seeds, k, sample_seed, progress=self.cfg.progress))
 
     def close(self) -> None:
         if self._job is not None:
@@ -315,9 +303,40 @@ def episode_metrics(groups: list[list[Episode]]) -> dict[str, float]:
         "tokens_generated": float(gen),
         "masked_frac": 1.0 - gen / max(total, 1),
         "excluded": float(len(flat) - len(ok)),
-        "drift": float(sum(e.transcript.drift is not None for e in flat)),
         "env_latency_s": float(np.mean([e.env_s / max(e.turns + 1, 1) for e in flat])),
     }
+
+
+def rollout_specs(
+    cfg: TrainConfig, backend: GenerationBackend, tokenizer: Any, log: Any = print
+) -> tuple[Rollouts, Rollouts]:
+    """The training and the evaluation side of a run: same generator and limits, each its split."""
+    limits = RolloutLimits(cfg.max_new_tokens, cfg.token_budget, cfg.success_threshold)
+    specs = []
+    for split in (cfg.train_split, cfg.eval_split):
+        kwargs, applied = split_kwargs(cfg.env, cfg.env_kwargs, split)
+        if split and not applied:
+            log(
+                f"warning: {cfg.env} takes no split=: {split!r} cannot be applied, so evaluation is held "
+                "out by seed only and its tasks may repeat training tasks (the overlap is logged when "
+                "the env names its tasks)"
+            )
+        make_driver = driver_factory(cfg.env, cfg.env_url, **kwargs)
+        specs.append(Rollouts(make_driver, backend, tokenizer, limits, cfg.concurrency, cfg.system_prompt))
+    return specs[0], specs[1]
+
+
+def reference_model(cfg: TrainConfig, policy: Any, device: str) -> Any | None:
+    """The KL anchor: the model the run started from, also when resuming from a checkpoint."""
+    if cfg.kl_coef <= 0:
+        return None
+    if cfg.resume:
+        from agentrl.agent_train.models import load_model
+
+        ref, _ = load_model(cfg.model, cfg.env, device, cfg.seed, **cfg.env_kwargs)
+    else:
+        ref = copy.deepcopy(policy)
+    return ref.to(device).eval().requires_grad_(False)
 
 
 def train(
@@ -327,7 +346,10 @@ def train(
     backend: GenerationBackend | None = None,
     log: Any = print,
 ) -> dict[str, Any]:
-    """Run GRPO per `cfg`; `policy`/`tokenizer`/`backend` may be passed in (tests, benchmarks)."""
+    """Run GRPO per `cfg`; `policy`/`tokenizer`/`backend` may be passed in (tests, benchmarks).
+
+    Raises `TrainingAborted` (naming the cause) when too many episodes fail, when steps in a row
+    train on nothing, or when an evaluation task shows up in training."""
     from agentrl.agent_train.metrics import MetricsLog
     from agentrl.agent_train.models import load_model
 
@@ -344,34 +366,54 @@ def train(
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start_step = load_resume_state(Path(cfg.resume), optimizer) if cfg.resume else 0
-    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    ref = reference_model(cfg, policy, device)
     if backend is None:
         backend = make_backend(cfg, policy, tokenizer, device)
     backend.update_weights(policy.state_dict(), start_step)
-    limits = RolloutLimits(cfg.max_new_tokens, cfg.token_budget, cfg.success_threshold)
-    producer = RolloutProducer(cfg, backend, tokenizer, limits)
+    train_spec, eval_spec = rollout_specs(cfg, backend, tokenizer, log)
+    producer = RolloutProducer(cfg, train_spec, eval_spec)
     producer.set_version(start_step)
     metrics = MetricsLog(out, tensorboard=cfg.tensorboard)
+    guard = FailureGuard(cfg.max_idle_steps, cfg.max_excluded_frac, log)
+    ledger = TaskLedger()
     eval_seeds = [cfg.eval_seed_offset + i for i in range(cfg.eval_seeds)]
     result: dict[str, Any] = {"out_dir": str(out)}
+
+    def run_eval(step: int, name: str) -> dict[str, float]:
+        scores, episodes = producer.evaluate(eval_seeds, cfg.eval_k)
+        scores.update(
+            {f"eval_{k}": v for k, v in guard.check_episodes(f"eval at step {step}", episodes).items()}
+        )
+        ledger.add_eval(episodes)
+        log(f"{name} (step {step}, split {cfg.eval_split or 'none'}): {scores}")
+        return scores
+
     try:
         if cfg.eval_seeds:
-            result["eval_before"] = producer.evaluate(eval_seeds, cfg.eval_k)
+            result["eval_before"] = run_eval(start_step, "eval before")
             metrics.log(start_step, result["eval_before"])
-            log(f"eval before: {result['eval_before']}")
         producer.start(start_step, cfg.steps)
         bar = _progress(cfg, start_step)
         for step in range(start_step, cfg.steps):
             t0 = time.perf_counter()
             _, groups, timing = producer.get()
+            flat = [e for g in groups for e in g]
             row = episode_metrics(groups)
+            row.update(guard.check_episodes(f"step {step}", flat))
+            ledger.add_train(flat)
             rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
-            adv, keep = group_advantages(rewards, cfg.advantage, zero_variance=cfg.zero_variance)
+            valid = torch.tensor([[e.excluded is None for e in g] for g in groups])
+            adv, keep = group_advantages(rewards, cfg.advantage, zero_variance=cfg.zero_variance, valid=valid)
             chosen, chosen_adv, stale = select_samples(groups, adv, keep, step, cfg.max_staleness)
+            guard.check_trained(
+                step,
+                len(chosen),
+                f"{int(row['excluded'])} excluded, {row['zero_var_groups']:.0%} of groups with equal "
+                f"rewards, {stale} too stale",
+            )
             lags = [
                 step - v
-                for g in groups
-                for e in g
+                for e in flat
                 for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True)
                 if m
             ]
@@ -391,7 +433,7 @@ def train(
             producer.set_version(step + 1)
             row.update(train_s=time.perf_counter() - t_train, step_s=time.perf_counter() - t0)
             if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
-                row.update(producer.evaluate(eval_seeds, cfg.eval_k))
+                row.update(run_eval(step + 1, "eval"))
             metrics.log(step + 1, row)
             if cfg.save_every and (step + 1) % cfg.save_every == 0:
                 save_checkpoint(out / f"checkpoint-{step + 1}", policy, tokenizer, optimizer, step + 1, cfg)
@@ -401,14 +443,23 @@ def train(
         if bar is not None:
             bar.close()
         if cfg.eval_seeds:
-            result["eval_after"] = producer.evaluate(eval_seeds, cfg.eval_k)
+            result["eval_after"] = run_eval(cfg.steps, "eval after")
             metrics.log(cfg.steps, result["eval_after"])
-            log(f"eval after: {result['eval_after']}")
+        result["tasks"] = ledger.summary()
+        log(
+            f"tasks: train {result['tasks']['train_tasks']} (split {cfg.train_split or 'none'}), "
+            f"eval {result['tasks']['eval_tasks']} (split {cfg.eval_split or 'none'}), "
+            f"overlap {result['tasks']['overlap']}"
+            + ("" if ledger.train or ledger.eval else " (the env names no tasks: info has no task_id)")
+        )
         result["checkpoint"] = str(
             save_checkpoint(out / f"checkpoint-{cfg.steps}", policy, tokenizer, optimizer, cfg.steps, cfg)
         )
         if cfg.plot:
             result["plot"] = str(metrics.plot(out / "curves.png"))
+    except TrainingAborted as exc:
+        log(f"agent-train stopped: {exc}")
+        raise
     finally:
         producer.close()
         metrics.close()

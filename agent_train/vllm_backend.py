@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentrl.agent_train.backends import BatchingBackend, Generation
+from agentrl.agent_train.backends import BatchingBackend, Generation, turn_end_ids
 
 
 class WeightUpdateExtension:
@@ -49,13 +49,23 @@ class VLLMBackend(BatchingBackend):
             max_model_len=max_model_len,
             worker_extension_cls=f"{__name__}.WeightUpdateExtension",
         )
-        try:  # logprobs of the distribution actually sampled from (after temperature)
+        try:  # logprobs of the distribution actually sampled from (after temperature and top-p)
             self.llm = LLM(**kwargs, logprobs_mode="processed_logprobs")
-        except TypeError:
+        except TypeError as exc:
+            if "logprobs_mode" not in str(exc):
+                raise
+            if temperature != 1.0 or top_p < 1.0:
+                raise RuntimeError(
+                    "this vLLM has no logprobs_mode='processed_logprobs' (added in vLLM 0.10.2): it would "
+                    f"return logprobs of the raw logits, not of the distribution sampled at temperature "
+                    f"{temperature} and top_p {top_p}, so every importance ratio would be wrong; upgrade "
+                    "vLLM or sample at temperature 1.0 and top_p 1.0"
+                ) from exc
+            # at temperature 1 and top_p 1 the raw logprobs are those of the sampled distribution
             self.llm = LLM(**kwargs)
         self._params = SamplingParams
         self.temperature, self.top_p = temperature, top_p
-        self.stop_ids = [tokenizer.eos_token_id]
+        self.stop_ids = turn_end_ids(tokenizer)
 
     @classmethod
     def from_policy(cls, policy: Any, tokenizer: Any, folder: Path, **kwargs: Any) -> VLLMBackend:

@@ -29,7 +29,7 @@ from rich.table import Table
 import agentrl  # noqa: F401
 from agentrl.agent_train.backends import HFBackend
 from agentrl.agent_train.models import load_model
-from agentrl.agent_train.rollout import GymDriver, RolloutLimits, collect_groups
+from agentrl.agent_train.rollout import GymDriver, RolloutLimits, Rollouts, collect_groups
 from agentrl.agent_train.transcript import Transcript
 
 ENV = "agentrl/Echo-v0"
@@ -65,7 +65,9 @@ def run_async(
     start = time.perf_counter()
     groups = asyncio.run(
         collect_groups(
-            lambda: make_driver(latency, max_turns), backend, tok, seeds, group, limits, concurrency=256
+            Rollouts(lambda: make_driver(latency, max_turns), backend, tok, limits, concurrency=256),
+            seeds,
+            group,
         )
     )
     episodes = [e for g in groups for e in g]
@@ -91,8 +93,15 @@ def run_sync(
         t.start([{"role": "user", "content": obs}])
         transcripts.append(t)
     live = list(range(len(envs)))
+    turn = 0
     while live:
-        gens = backend._timed_batch([transcripts[i].ids for i in live], [limits.max_new_tokens] * len(live))
+        # one sampling seed per episode and turn, as the async loop draws them
+        gens = backend._timed_batch(
+            [transcripts[i].ids for i in live],
+            [limits.max_new_tokens] * len(live),
+            [turn * 10_000 + i for i in live],
+        )
+        turn += 1
         still = []
         for i, g in zip(live, gens, strict=True):
             action = transcripts[i].add_generation(g.ids, g.logprobs, g.version)

@@ -1,4 +1,6 @@
-"""Fixtures of the trainer tests: one torch thread, no hub access, tiny models built in-process."""
+"""Fixtures of the trainer tests: one torch thread, no hub access, tiny models built in-process.
+
+torch and transformers are the `train` extra, always installed by tests/run: imported, not skipped."""
 
 from __future__ import annotations
 
@@ -9,10 +11,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
+import torch
+import toy_env
 from support import unavailable
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
 
@@ -32,7 +34,6 @@ def smollm2_tokenizer():
 
 @pytest.fixture(scope="session")
 def toy_tokenizer():
-    from agentrl.agent_train import toy_env
     from agentrl.agent_train.models import build_tiny_tokenizer
 
     return build_tiny_tokenizer(toy_env.corpus(), vocab_size=128)

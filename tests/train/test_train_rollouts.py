@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import torch
 from train_scripted import ScriptedBackend
 
 from agentrl.agent_train.backends import HFBackend
 from agentrl.agent_train.grpo import token_logprobs
-from agentrl.agent_train.rollout import RolloutLimits, collect_groups, driver_factory
+from agentrl.agent_train.rollout import RolloutLimits, Rollouts, collect_groups, driver_factory
 from agentrl.agent_train.train import build_batch
 
 TOY = "agentrl-test/PickWord-v0"
@@ -20,12 +19,11 @@ def test_concurrent_episodes_share_batches_and_logprobs_match_the_trainer(toy_mo
     backend = HFBackend(toy_model, toy_tokenizer, temperature=0.7)
     groups = asyncio.run(
         collect_groups(
-            driver_factory(TOY),
-            backend,
-            toy_tokenizer,
+            Rollouts(
+                driver_factory(TOY), backend, toy_tokenizer, RolloutLimits(max_new_tokens=6, token_budget=128)
+            ),
             [0, 1, 2],
             4,
-            RolloutLimits(max_new_tokens=6, token_budget=128),
         )
     )
     episodes = [e for g in groups for e in g]
@@ -48,7 +46,6 @@ def test_concurrent_episodes_share_batches_and_logprobs_match_the_trainer(toy_mo
 
 
 def test_http_rollouts_match_in_process_rollouts(toy_tokenizer):
-    pytest.importorskip("uvicorn")
     from agentrl.server.config import ServerConfig
     from agentrl.server.local import serve_in_thread
 
@@ -59,7 +56,7 @@ def test_http_rollouts_match_in_process_rollouts(toy_tokenizer):
     def episodes(make_driver):
         backend = ScriptedBackend(toy_tokenizer, turns * 2)
         return asyncio.run(
-            collect_groups(make_driver, backend, toy_tokenizer, [5], 2, limits, concurrency=1)
+            collect_groups(Rollouts(make_driver, backend, toy_tokenizer, limits, concurrency=1), [5], 2)
         )[0]
 
     local = episodes(driver_factory("agentrl/Echo-v0"))

@@ -13,7 +13,7 @@ from train_scripted import ScriptedBackend
 
 import agentrl  # noqa: F401
 from agentrl.agent_train.grpo import group_advantages
-from agentrl.agent_train.rollout import RolloutLimits, driver_factory, run_episode
+from agentrl.agent_train.rollout import RolloutLimits, Rollouts, driver_factory, run_episode
 from agentrl.agent_train.train import select_samples
 from agentrl.agent_train.transcript import Transcript, encode, render
 
@@ -34,7 +34,7 @@ def secret_of(seed: int) -> str:
 def run(tokenizer, turns, seed=3, env=ECHO, limits=None):
     backend = ScriptedBackend(tokenizer, turns)
     episode = asyncio.run(
-        run_episode(driver_factory(env), backend, tokenizer, seed, limits or RolloutLimits())
+        run_episode(Rollouts(driver_factory(env), backend, tokenizer, limits or RolloutLimits()), seed)
     )
     return episode, backend
 

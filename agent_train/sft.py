@@ -1,0 +1,186 @@
+"""`agent-train sft`: supervised warm-up on oracle trajectories, before GRPO.
+
+GRPO cannot start where every group earns the same reward (zero variance, zero gradient), which
+is where a small model starts on most agentic envs. A few epochs of cross-entropy on successful
+oracle episodes put it where rewards vary. The episodes are tokenized exactly as rollouts are
+(`Transcript`: chat template, env turns appended as rendered, each assistant turn closed by the
+turn-end token) and trained with the same token-origin mask: only what the assistant says is
+learned, never the env's text. The checkpoint it writes is a model folder `agent-train --model`
+starts from.
+
+Data: JSONL, one episode a line, `{"messages": [...]}` with user/assistant (and system) turns
+whose text is exactly what the env and the model exchange. Lines in OpenAI tool-call form
+(`agentrl demo --sft`) are converted: `tool_calls` become agentrl's `<tool_call>` text and the
+tool results one user turn of `<tool_response>` blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl.agent_train.backends import turn_end_ids
+from agentrl.agent_train.transcript import Transcript
+
+
+@dataclass
+class SFTConfig:
+    data: str = ""  # JSONL of episodes
+    model: str = "smollm2"  # a directory, a .gguf file or "smollm2"
+    out_dir: str = "runs/sft"
+    epochs: int = 2
+    lr: float = 5e-5
+    micro_batch: int = 8  # episodes per optimizer step
+    max_tokens: int = 1024  # longer episodes are dropped (and counted)
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    device: str = "auto"
+    progress: bool = True
+
+
+def text_messages(episode: dict[str, Any]) -> list[dict[str, str]]:
+    """The episode as plain role/content turns, converting OpenAI tool calls to agentrl's text form."""
+    out: list[dict[str, str]] = []
+    for m in episode["messages"]:
+        role = m["role"]
+        if role == "assistant" and m.get("tool_calls"):
+            calls = [
+                "<tool_call>"
+                + json.dumps(
+                    {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
+                )
+                + "</tool_call>"
+                for c in m["tool_calls"]
+            ]
+            out.append(
+                {"role": "assistant", "content": ((m.get("content") or "") + "\n".join(calls)).strip()}
+            )
+        elif role == "tool":
+            block = f"<tool_response>\n{m['content']}\n</tool_response>"
+            if out and out[-1]["role"] == "user" and out[-1].get("from_tool"):
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block, "from_tool": True})
+        else:
+            out.append({"role": role, "content": m.get("content") or ""})
+    return [{"role": m["role"], "content": m["content"]} for m in out]
+
+
+def tokenize_episode(tokenizer: Any, messages: list[dict[str, str]]) -> Transcript:
+    """Token ids and mask as a rollout of this episode would have them (assistant turns: mask 1)."""
+    end = turn_end_ids(tokenizer)[-1]
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
+    if first is None or first == 0:
+        raise ValueError("an episode needs a prompt and at least one assistant turn")
+    t = Transcript(tokenizer)
+    t.start(messages[:first])
+    for m in messages[first:]:
+        if m["role"] == "assistant":
+            ids = [*tokenizer.encode(m["content"], add_special_tokens=False), end]
+            t.add_generation(ids, [0.0] * len(ids), 0)
+        elif not t.add_env_message(m["content"], role=m["role"]):
+            break
+    t.check()
+    return t
+
+
+def load_episodes(cfg: SFTConfig, tokenizer: Any, log: Any = print) -> list[Transcript]:
+    kept, dropped = [], {"drift": 0, "too long": 0}
+    with Path(cfg.data).open(encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            t = tokenize_episode(tokenizer, text_messages(json.loads(line)))
+            if t.drift:
+                dropped["drift"] += 1
+            elif len(t.ids) > cfg.max_tokens:
+                dropped["too long"] += 1
+            else:
+                kept.append(t)
+    log(f"sft data: {len(kept)} episodes kept from {cfg.data}; dropped {dropped}")
+    if not kept:
+        raise ValueError(f"no usable episode in {cfg.data} (dropped: {dropped})")
+    return kept
+
+
+def sft(cfg: SFTConfig, policy: Any = None, tokenizer: Any = None, log: Any = print) -> dict[str, Any]:
+    """Train on the data's assistant tokens; returns the losses and the checkpoint folder."""
+    import torch
+
+    from agentrl.agent_train.metrics import MetricsLog
+    from agentrl.agent_train.models import load_pretrained
+
+    torch.manual_seed(cfg.seed)
+    device = (
+        "cuda" if cfg.device == "auto" and torch.cuda.is_available() else cfg.device.replace("auto", "cpu")
+    )
+    if policy is None:
+        policy, tokenizer = load_pretrained(cfg.model, device)
+    policy.to(device).train()
+    episodes = load_episodes(cfg, tokenizer, log)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sft_config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)
+    metrics = MetricsLog(out, tensorboard=False)
+    rng = random.Random(cfg.seed)
+    steps_per_epoch = -(-len(episodes) // cfg.micro_batch)
+    bar = None
+    if cfg.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.epochs * steps_per_epoch, desc="SFT", unit="step")
+    step, start = 0, time.perf_counter()
+    for _ in range(cfg.epochs):
+        order = list(range(len(episodes)))
+        rng.shuffle(order)
+        for b in range(0, len(order), cfg.micro_batch):
+            batch = [episodes[i] for i in order[b : b + cfg.micro_batch]]
+            loss, tokens = sft_step(
+                policy, optimizer, batch, tokenizer.pad_token_id, cfg.max_grad_norm, device
+            )
+            step += 1
+            metrics.log(step, {"sft_loss": loss, "sft_tokens": float(tokens)})
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}")
+    if bar is not None:
+        bar.close()
+    folder = out / "checkpoint"
+    policy.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    plot = metrics.plot(out / "sft_curves.png")
+    metrics.close()
+    log(f"sft: {step} steps in {time.perf_counter() - start:.0f} s; checkpoint {folder}")
+    return {"checkpoint": str(folder), "metrics": metrics.rows, "episodes": len(episodes), "plot": str(plot)}
+
+
+def sft_step(
+    policy: Any, optimizer: Any, batch: list[Transcript], pad_id: int, max_grad_norm: float, device: str
+) -> tuple[float, int]:
+    """One optimizer step: mean cross-entropy over the batch's assistant tokens."""
+    import torch
+
+    from agentrl.agent_train.grpo import token_logprobs
+
+    width = max(len(t.ids) for t in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    mask = torch.zeros((len(batch), width))
+    for i, t in enumerate(batch):
+        ids[i, : len(t.ids)] = torch.tensor(t.ids)
+        attention[i, : len(t.ids)] = 1
+        mask[i, : len(t.ids)] = torch.tensor(t.mask, dtype=torch.float32)
+    ids, attention, mask = ids.to(device), attention.to(device), mask.to(device)
+    optimizer.zero_grad(set_to_none=True)
+    logp = token_logprobs(policy(input_ids=ids, attention_mask=attention).logits, ids)
+    tokens = mask.sum().clamp_min(1.0)
+    loss = -(logp * mask).sum() / tokens
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return float(loss.detach()), int(tokens)
