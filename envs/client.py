@@ -1,8 +1,11 @@
 """Clients of `agentrl serve`: `RemoteEnv` (a Gymnasium env), `EnvClient` (sync) and `AsyncEnvClient`.
 
-The wire format lives once, in `_Wire`: each call is described as a `Call` (method, path, body,
-parser) and both clients only move it over httpx and apply the same retry policy. Every step and
-create carries a `request_id`, so a retry after a lost response never steps an episode twice.
+Both clients share one core and differ only in how they wait: `_Wire` describes each call as a
+`Call` (method, path, body, parser), and `_attempts` is the one retry policy, written once as a
+generator that the sync client drives with blocking I/O and the async client with `await`. Steps
+travel over a persistent WebSocket (`agentrl.client_steps`), every other call over HTTP (httpx).
+Every step and create carries a `request_id`, so a retry after a lost answer never steps an
+episode twice.
 """
 
 from __future__ import annotations
@@ -11,17 +14,29 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
-import httpcore
 import httpx
 
+from agentrl.client_steps import Answer, AsyncSteps, SyncSteps
 from agentrl.core import EpisodeOverError as LocalEpisodeOverError
 from agentrl.core import StepResult, TextSpace
-from agentrl.server.wire import API_PREFIX, EnvSpec, EpisodeCreated, EpisodeStatus, ErrorCode
+from agentrl.server.wire import (
+    API_PREFIX,
+    MUX_PATH,
+    EnvSpec,
+    EpisodeCreated,
+    EpisodeStatus,
+    ErrorCode,
+    dumps,
+    loads,
+    step_result,
+)
+
+MAX_FRAME_BYTES = 64 * 2**20  # the largest reply the client accepts on its step channel
 
 T = TypeVar("T")
 
@@ -93,21 +108,20 @@ def error_from(status: int, body: Any, retry_after: float | None = None) -> Serv
 # --- the wire format, once -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Call(Generic[T]):
+    """One call: over HTTP, or over the step channel when `step` (then `body` is its `BatchItem`)."""
+
     method: str
     path: str
     parse: Callable[[Any], T]
     body: dict[str, Any] | None = None
-
-
-def _step_result(d: dict[str, Any]) -> StepResult:
-    return StepResult(d["observation"], d["reward"], d["terminated"], d["truncated"], d["info"])
+    step: bool = False
 
 
 def _batch_results(d: dict[str, Any]) -> list[StepResult | ServerError]:
     out: list[StepResult | ServerError] = []
     for item in d["results"]:
         if item.get("error") is None:
-            out.append(_step_result(item["result"]))
+            out.append(step_result(item["result"]))
         else:
             out.append(error_from(item.get("status", 400), item["error"]))
     return out
@@ -146,8 +160,8 @@ class _Wire:
 
     @staticmethod
     def step(episode_id: str, action: str, request_id: str | None) -> Call[StepResult]:
-        body = {"action": action, "request_id": request_id or _new_id()}
-        return Call("POST", f"{API_PREFIX}/episodes/{episode_id}/step", _step_result, body)
+        body = {"episode_id": episode_id, "action": action, "request_id": request_id or _new_id()}
+        return Call("POST", MUX_PATH, step_result, body, step=True)
 
     @staticmethod
     def step_batch(items: Sequence[tuple[str, str]]) -> Call[list[StepResult | ServerError]]:
@@ -175,93 +189,43 @@ class RetryPolicy:
     backoff_s: float = 0.1
     max_wait_s: float = 5.0
 
-    def delay(self, attempt: int, outcome: httpx.Response | Exception) -> float | None:
+    def delay(self, attempt: int, outcome: Answer | Exception) -> float | None:
         """Seconds to wait before retrying, or None to stop and report `outcome`."""
         if attempt >= self.retries:
             return None
-        if isinstance(outcome, httpx.Response):
-            if outcome.status_code != 429:
+        if isinstance(outcome, Answer):
+            if outcome.status != 429:
                 return None
-            after = outcome.headers.get("Retry-After", "")
-            return min(float(after) if after.isdigit() else self.backoff_s * 2**attempt, self.max_wait_s)
+            after = outcome.retry_after
+            return min(after if after is not None else self.backoff_s * 2**attempt, self.max_wait_s)
         if isinstance(outcome, httpx.TransportError):
             return min(self.backoff_s * 2**attempt, self.max_wait_s)
         return None
 
 
-def _finish(call: Call[T], response: httpx.Response) -> T:
+def _attempts(call: Call[T], retry: RetryPolicy) -> Generator[float, Answer | Exception, T]:
+    """The one retry loop: yields how long to wait before each attempt (0 before the first), is
+    sent that attempt's outcome, and returns the parsed answer or raises the error to report."""
+    attempt, wait = 0, 0.0
+    while True:
+        outcome = yield wait
+        delay = retry.delay(attempt, outcome)
+        if delay is None:
+            if isinstance(outcome, Exception):
+                raise outcome
+            if outcome.status >= 400:
+                raise error_from(outcome.status, outcome.body, outcome.retry_after)
+            return call.parse(outcome.body)
+        attempt, wait = attempt + 1, delay
+
+
+def _answer(response: httpx.Response) -> Answer:
     try:
-        body = response.json()
+        body = loads(response.content)
     except ValueError:
         body = response.text
-    if response.status_code >= 400:
-        after = response.headers.get("Retry-After", "")
-        raise error_from(response.status_code, body, float(after) if after.isdigit() else None)
-    return call.parse(body)
-
-
-class _CoalescingStream(httpcore.NetworkStream):
-    """Holds what is written until the next read, so that a request's head and body leave in one
-    send: one wake-up of the server per request instead of two, and one system call less here.
-    A request is always written whole before its response is read, so nothing waits longer.
-    """
-
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
-        self._stream = stream
-        self._pending: list[bytes] = []
-        self._timeout: float | None = None
-
-    def _flush(self) -> None:
-        if self._pending:
-            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-            self._pending.clear()
-            self._stream.write(data, self._timeout)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if buffer:
-            self._pending.append(buffer)
-            self._timeout = timeout
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._flush()
-        return self._stream.read(max_bytes, timeout)
-
-    def close(self) -> None:
-        self._pending.clear()
-        self._stream.close()
-
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        self._flush()
-        return _CoalescingStream(self._stream.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _CoalescingBackend(httpcore.NetworkBackend):
-    def __init__(self, backend: httpcore.NetworkBackend) -> None:
-        self._backend = backend
-
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        return _CoalescingStream(self._backend.connect_tcp(*args, **kwargs))
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        return _CoalescingStream(self._backend.connect_unix_socket(*args, **kwargs))
-
-    def sleep(self, seconds: float) -> None:
-        self._backend.sleep(seconds)
-
-
-def _sync_transport() -> httpx.HTTPTransport:
-    """httpx's own transport (the one `httpx.Client` makes by default), sending each request in one
-    write; unchanged if this httpcore keeps its backend elsewhere."""
-    transport = httpx.HTTPTransport()
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if isinstance(pool, httpcore.ConnectionPool) and isinstance(backend, httpcore.NetworkBackend):
-        pool._network_backend = _CoalescingBackend(backend)
-    return transport
+    after = response.headers.get("Retry-After", "")
+    return Answer(response.status_code, body, float(after) if after.isdigit() else None)
 
 
 def _pooled_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
@@ -283,6 +247,12 @@ def _url(http: httpx.Client | httpx.AsyncClient, path: str) -> str:
 
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _request(call: Call[Any]) -> dict[str, Any]:
+    if call.body is None:
+        return {}
+    return {"content": dumps(call.body), "headers": {"content-type": "application/json"}}
 
 
 class _Api(Generic[T]):
@@ -312,7 +282,8 @@ class _Api(Generic[T]):
         return self._run(_Wire.reset(episode_id, seed, options))
 
     def step(self, episode_id: str, action: str, *, request_id: str | None = None):  # type: ignore[no-untyped-def]
-        """One step; returns `agentrl.core.StepResult`."""
+        """One step; returns `agentrl.core.StepResult`. Concurrent steps of an `AsyncEnvClient`
+        travel together, a frame at a time, over its one connection."""
         return self._run(_Wire.step(episode_id, action, request_id))
 
     def step_batch(self, items: Sequence[tuple[str, str]]):  # type: ignore[no-untyped-def]
@@ -330,32 +301,38 @@ class _Api(Generic[T]):
 
 
 class EnvClient(_Api):
-    """Synchronous client over one pooled `httpx.Client`."""
+    """Synchronous client: HTTP over one pooled `httpx.Client`, steps over a WebSocket per thread.
+
+    Safe to share between threads: each thread stepping at the same time gets a connection.
+    """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, http: httpx.Client | None = None):
         self.retry = retry or RetryPolicy()
-        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token),
-                                         transport=_sync_transport())
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token))
+        self.steps = SyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
     def _run(self, call: Call[T]) -> T:
-        attempt = 0
+        flow = _attempts(call, self.retry)
+        wait = next(flow)
         while True:
+            if wait:
+                time.sleep(wait)
             try:
-                outcome: httpx.Response | Exception = self.http.request(
-                    call.method, _url(self.http, call.path), json=call.body
-                )
-            except httpx.TransportError as exc:
-                outcome = exc
-            wait = self.retry.delay(attempt, outcome)
-            if wait is None:
-                if isinstance(outcome, Exception):
-                    raise outcome
-                return _finish(call, outcome)
-            time.sleep(wait)
-            attempt += 1
+                wait = flow.send(self._send(call))
+            except StopIteration as done:
+                return done.value
+
+    def _send(self, call: Call[Any]) -> Answer | Exception:
+        try:
+            if call.step:
+                return self.steps.send(call.body)  # type: ignore[arg-type]
+            return _answer(self.http.request(call.method, _url(self.http, call.path), **_request(call)))
+        except httpx.TransportError as exc:
+            return exc
 
     def close(self) -> None:
+        self.steps.close()
         self.http.close()
 
     def __enter__(self) -> EnvClient:
@@ -366,11 +343,12 @@ class EnvClient(_Api):
 
 
 class AsyncEnvClient(_Api):
-    """Asynchronous client for rollout workers, over one pooled `httpx.AsyncClient`.
+    """Asynchronous client for rollout workers: one coroutine per episode is the intended use.
 
-    When `httpx-aiohttp` is installed the client sends through aiohttp's connection pool:
-    httpx's own pool spends time growing with the number of busy connections on every request,
-    which at 64 concurrent episodes makes it several times slower (encode/httpx#3215).
+    Steps travel over one WebSocket, coalesced (see `agentrl.client_steps`); other calls go over
+    one pooled `httpx.AsyncClient`, through aiohttp's connection pool when `httpx-aiohttp` is
+    installed (httpx's own pool slows down as busy connections grow, encode/httpx#3215).
+    Use one client per event loop.
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
@@ -380,25 +358,30 @@ class AsyncEnvClient(_Api):
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_headers(token),
                                               limits=limits, transport=_pooled_transport(limits))
+        self.steps = AsyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
     async def _run(self, call: Call[T]) -> T:
-        attempt = 0
+        flow = _attempts(call, self.retry)
+        wait = next(flow)
         while True:
+            if wait:
+                await asyncio.sleep(wait)
             try:
-                outcome: httpx.Response | Exception = await self.http.request(
-                    call.method, _url(self.http, call.path), json=call.body
-                )
-            except httpx.TransportError as exc:
-                outcome = exc
-            wait = self.retry.delay(attempt, outcome)
-            if wait is None:
-                if isinstance(outcome, Exception):
-                    raise outcome
-                return _finish(call, outcome)
-            await asyncio.sleep(wait)
-            attempt += 1
+                wait = flow.send(await self._send(call))
+            except StopIteration as done:
+                return done.value
+
+    async def _send(self, call: Call[Any]) -> Answer | Exception:
+        try:
+            if call.step:
+                return await self.steps.send(call.body)  # type: ignore[arg-type]
+            response = await self.http.request(call.method, _url(self.http, call.path), **_request(call))
+            return _answer(response)
+        except httpx.TransportError as exc:
+            return exc
 
     async def aclose(self) -> None:
+        await self.steps.aclose()
         await self.http.aclose()
 
     async def __aenter__(self) -> AsyncEnvClient:

@@ -1,8 +1,14 @@
-"""The result of one step, as every env, the server and the clients pass it around."""
+"""The result of one step: the one shape every env, the server and the clients pass around.
+
+On the wire it travels as its own JSON object (`agentrl.server.wire` encodes it and declares it in
+the API schema as is), so a step goes `StepResult` -> bytes -> `StepResult`, and becomes
+Gymnasium's 5-tuple only where the Gymnasium API asks for one.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -16,8 +22,14 @@ class StepResult:
     truncated: bool
     info: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, step: tuple[Any, Any, Any, Any, Any]) -> StepResult:
+        """The result of `env.step`, with plain types: a finite float reward and bool flags
+        (envs may return numpy scalars, and JSON has no NaN)."""
+        observation, reward, terminated, truncated, info = step
+        reward = float(reward)
+        return cls(observation, reward if math.isfinite(reward) else 0.0, bool(terminated), bool(truncated),
+                   info)
+
     def as_tuple(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
         return self.observation, self.reward, self.terminated, self.truncated, self.info
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)

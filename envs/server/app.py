@@ -9,7 +9,6 @@ passes on, such as invalid requests, so every error keeps one shape.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import hmac
 import json
@@ -26,13 +25,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentrl import __version__
+from agentrl.core import StepResult
 from agentrl.registration import load_env_class
-from agentrl.server import openenv_ws
+from agentrl.server import mux, openenv_ws
 from agentrl.server.config import ServerConfig
-from agentrl.server.episodes import ApiError, EpisodeRegistry, dumps
+from agentrl.server.episodes import ApiError, EpisodeRegistry
 from agentrl.server.metrics import Metrics
 from agentrl.server.wire import (
     API_PREFIX,
+    MUX_PATH,
     BatchResults,
     BatchStep,
     Closed,
@@ -47,7 +48,7 @@ from agentrl.server.wire import (
     Rendered,
     ResetEpisode,
     StepAction,
-    StepOutcome,
+    dumps,
 )
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -78,10 +79,10 @@ class GuardMiddleware:
             return await self.app(scope, receive, send)
         if self.token is not None and not self._authorized(scope):
             self.metrics.errors.labels(ErrorCode.UNAUTHORIZED).inc()
-            if scope["type"] == "websocket":
-                return await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
             response = _error_response(401, ErrorCode.UNAUTHORIZED, "missing or wrong bearer token",
                                        {"WWW-Authenticate": "Bearer"})
+            if scope["type"] == "websocket":
+                return await _refuse_socket(scope, send, response)
             return await response(scope, receive, send)
         if scope["type"] == "http":
             for name, value in scope["headers"]:
@@ -104,6 +105,16 @@ class GuardMiddleware:
                 if key == b"token":
                     return hmac.compare_digest(given, self.token)
         return False
+
+
+async def _refuse_socket(scope: Scope, send: Send, response: Response) -> None:
+    """Refuse a WebSocket handshake with `response` (so a client reads the same 401 as over HTTP)
+    where the server can answer a handshake with a response, else by closing it."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        return await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
+    await send({"type": "websocket.http.response.start", "status": response.status_code,
+                "headers": response.raw_headers})
+    await send({"type": "websocket.http.response.body", "body": response.body})
 
 
 _STEP_ONE = re.compile(rf"{API_PREFIX}/episodes/([^/]+)/step")
@@ -308,19 +319,9 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         return body
 
     async def step_many(req: BatchStep) -> bytes:
-        async def one(episode_id: str, action: str, request_id: str | None) -> bytes:
-            head = b'{"episode_id":' + dumps(episode_id)
-            try:
-                _, body = await registry.step(episode_id, action, request_id)
-            except ApiError as exc:
-                metrics.errors.labels(exc.code).inc()
-                return head + b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
-            return head + b',"status":200,"result":' + body + b',"error":null}'
+        return b'{"results":[' + b",".join(await registry.step_many(req.steps)) + b"]}"
 
-        parts = await asyncio.gather(*(one(s.episode_id, s.action, s.request_id) for s in req.steps))
-        return b'{"results":[' + b",".join(parts) + b"]}"
-
-    @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepOutcome, responses=ERRORS)
+    @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepResult, responses=ERRORS)
     async def step_episode(episode_id: str, req: StepAction) -> Response:
         return Response(await step_one(episode_id, req), media_type=JSON)
 
@@ -338,6 +339,11 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     @app.post(f"{API_PREFIX}/step", response_model=BatchResults, responses=ERRORS)
     async def step_batch(req: BatchStep) -> Response:
         return Response(await step_many(req), media_type=JSON)
+
+    @app.websocket(MUX_PATH)
+    async def step_socket(websocket: WebSocket) -> None:
+        """Steps over one persistent connection, many per frame (see `agentrl.server.mux`)."""
+        await mux.serve_steps(websocket, registry.step_many, metrics)
 
     # --- OpenEnv compatibility ---------------------------------------------------------------
     @app.websocket("/ws")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 TOKEN_ENV_VAR = "AGENTRL_TOKEN"
+HOLDER_ENV_VAR = "AGENTRL_HOLDER"
 
 
 def is_loopback(host: str) -> bool:
@@ -43,9 +46,18 @@ class ServerConfig:
     # top, except the env's `operator_kwargs`, which only these may set
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
+    # the name this process puts at the head of every episode id it creates, so that a router in
+    # front of several processes (a Kubernetes Service per pod, a Ray Serve deployment) can send a
+    # request to the process holding its episode; default: host name and port
+    holder: str | None = None
 
     def resolved_token(self) -> str | None:
         return self.token or os.environ.get(TOKEN_ENV_VAR) or None
+
+    def resolved_holder(self) -> str:
+        """The holder name: letters, digits, `-` and `_` only (it heads ids used in URL paths)."""
+        given = self.holder or os.environ.get(HOLDER_ENV_VAR) or f"{socket.gethostname()}-{self.port}"
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", given).strip("-") or "agentrl"
 
     def check(self) -> None:
         """Refuse settings that would expose envs without auth or that cannot work."""

@@ -11,6 +11,10 @@ How many packs of a kind run at once follows how much of their time is CPU: call
 the GIL runs one anyway and more threads only trade it back and forth, starving the event loop.
 The CPU share is sampled only from packs that ran alone: a thread waiting for the GIL burns no
 CPU time, so under contention CPU-bound work would look like waiting and get ever more threads.
+
+Calls that are both short (under `inline_below_s` each) and CPU-bound run on the event loop
+itself, a pack per loop iteration: the GIL would run them one at a time anyway, and handing them
+to a thread and back costs more than they do. The loop still polls its sockets between packs.
 """
 
 from __future__ import annotations
@@ -25,14 +29,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future]
+_Outcome = tuple[asyncio.Future, Any, BaseException | None]
 
 
 class PackedExecutor:
-    def __init__(self, workers: int, target_s: float = 0.002, max_pack: int = 256) -> None:
+    def __init__(self, workers: int, target_s: float = 0.002, max_pack: int = 256,
+                 inline_below_s: float = 0.0005) -> None:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentrl-env")
         self.workers = workers
         self.target_s = target_s
         self.max_pack = max_pack
+        self.inline_below_s = inline_below_s
         self.cost: dict[str, float] = {}  # moving average of seconds per call, by kind
         self.cpu_share: dict[str, float] = {}  # moving average of CPU time / wall time, by kind
         self._pending: dict[str, list[_Call]] = {}
@@ -61,6 +68,11 @@ class PackedExecutor:
         share = self.cpu_share.get(kind)
         return self.workers if share is not None and share < 0.5 else 1
 
+    def inline(self, kind: str) -> bool:
+        """Whether calls of `kind` run on the event loop: measured short and CPU-bound."""
+        cost, share = self.cost.get(kind), self.cpu_share.get(kind)
+        return cost is not None and share is not None and cost < self.inline_below_s and share >= 0.8
+
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         self._scheduled = False
         pending, self._pending = self._pending, {}
@@ -75,8 +87,13 @@ class PackedExecutor:
         while waiting and self._running.get(kind, 0) < self.concurrency(kind):
             pack = waiting.popleft()
             uncontended = self._busy == 0
+            if self.inline(kind):
+                self._running[kind] = self._running.get(kind, 0) + 1
+                self._busy += 1
+                loop.call_soon(self._deliver, loop, kind, *self._run_pack(pack, uncontended))
+                continue
             try:
-                self.pool.submit(self._run_pack, loop, kind, pack, uncontended)
+                self.pool.submit(self._in_thread, loop, kind, pack, uncontended)
             except RuntimeError as exc:  # the pool was shut down
                 for _, _, future in pack:
                     if not future.done():
@@ -85,9 +102,16 @@ class PackedExecutor:
             self._running[kind] = self._running.get(kind, 0) + 1
             self._busy += 1
 
-    def _run_pack(self, loop: asyncio.AbstractEventLoop, kind: str, pack: list[_Call], uncontended: bool
-                  ) -> None:
-        outcomes = []
+    def _in_thread(self, loop: asyncio.AbstractEventLoop, kind: str, pack: list[_Call], uncontended: bool
+                   ) -> None:
+        delivery = self._run_pack(pack, uncontended)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            loop.call_soon_threadsafe(self._deliver, loop, kind, *delivery)
+
+    @staticmethod
+    def _run_pack(pack: list[_Call], uncontended: bool) -> tuple[list[_Outcome], float, float | None]:
+        """Run a pack; returns its outcomes, the wall time per call, and its CPU share if it ran alone."""
+        outcomes: list[_Outcome] = []
         started, cpu_started = time.perf_counter(), time.thread_time()
         for fn, args, future in pack:
             try:
@@ -96,12 +120,10 @@ class PackedExecutor:
                 outcomes.append((future, None, exc))
         wall = time.perf_counter() - started
         cpu = time.thread_time() - cpu_started
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            share = (cpu / wall if wall > 0 else 1.0) if uncontended else None
-            loop.call_soon_threadsafe(self._deliver, loop, kind, outcomes, wall / len(pack), share)
+        share = (cpu / wall if wall > 0 else 1.0) if uncontended else None
+        return outcomes, wall / len(pack), share
 
-    def _deliver(self, loop: asyncio.AbstractEventLoop, kind: str,
-                 outcomes: list[tuple[asyncio.Future, Any, BaseException | None]],
+    def _deliver(self, loop: asyncio.AbstractEventLoop, kind: str, outcomes: list[_Outcome],
                  per_call: float, cpu_share: float | None) -> None:
         self._running[kind] -= 1
         self._busy -= 1

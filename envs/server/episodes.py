@@ -1,31 +1,34 @@
 """The episode registry: every live episode, its env instance, its lock and its lifetime.
 
-Env code is blocking, so it always runs in a thread pool; an `asyncio.Lock` per episode keeps
-one episode's steps in order while different episodes step at the same time. Results are
-encoded to JSON in the worker thread too, so the event loop only moves bytes.
+Env code is blocking, so it runs off the event loop's own work (see `dispatch.py`); an
+`asyncio.Lock` per episode keeps one episode's steps in order while different episodes step at
+the same time. Results are encoded to JSON where the step ran, so the event loop only moves bytes.
+
+An episode id names the server process holding the episode (`<holder>.<random hex>`), so that
+whatever spreads episodes over several processes can route each request by its id alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-from agentrl.core import EpisodeOverError
+from agentrl.core import EpisodeOverError, StepResult
 from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor
 from agentrl.server.metrics import Metrics
-from agentrl.server.wire import ErrorCode
+from agentrl.server.wire import BatchItem, ErrorCode, dumps
 
 log = logging.getLogger("agentrl.server")
 
@@ -44,37 +47,6 @@ class ApiError(Exception):
         return {"error": self.code, "message": self.message}
 
 
-def _jsonable(value: Any) -> Any:
-    """Fallback for values json cannot encode (numpy scalars and arrays, sets, anything else)."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    return repr(value)
-
-
-def dumps(payload: Any) -> bytes:
-    return json.dumps(payload, default=_jsonable, ensure_ascii=False, allow_nan=False,
-                      separators=(",", ":")).encode()
-
-
-def _safe_number(x: float) -> float:
-    x = float(x)
-    return x if math.isfinite(x) else 0.0
-
-
-def encode_step(result: tuple[Any, Any, Any, Any, Any]) -> tuple[dict[str, Any], bytes]:
-    observation, reward, terminated, truncated, info = result
-    payload = {
-        "observation": observation,
-        "reward": _safe_number(reward),
-        "terminated": bool(terminated),
-        "truncated": bool(truncated),
-        "info": info,
-    }
-    return payload, dumps(payload)
-
-
 @dataclass(eq=False)
 class Episode:
     episode_id: str
@@ -87,8 +59,12 @@ class Episode:
     over: bool = False
     closed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # request_id -> future of (payload, encoded bytes), oldest first
+    step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
+    # request_id -> future of (result, encoded bytes), oldest first
     results: OrderedDict[str, asyncio.Future] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.step_kind = f"{self.env_id}:step"
 
     def status(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -129,6 +105,8 @@ class EpisodeRegistry:
         self.env_ids = tuple(config.env_ids or ENV_ENTRY_POINTS)
         self.dispatch = PackedExecutor(config.workers)
         self.episodes: dict[str, Episode] = {}
+        self.holder = config.resolved_holder()
+        self._prefix = self.holder + "."
         self.shutting_down = False
         self._starting = 0
         self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()
@@ -178,6 +156,10 @@ class EpisodeRegistry:
     def get(self, episode_id: str) -> Episode:
         ep = self.episodes.get(episode_id)
         if ep is None:
+            holder, dot, _ = episode_id.partition(".")
+            if dot and holder != self.holder:
+                raise ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {episode_id!r} is held by "
+                               f"{holder!r}, not by this server ({self.holder!r}): route it by its id")
             raise ApiError(404, ErrorCode.UNKNOWN_EPISODE,
                            f"no live episode {episode_id!r} (never created, closed, or expired)")
         return ep
@@ -230,7 +212,7 @@ class EpisodeRegistry:
             except Exception as exc:
                 raise ApiError(400, ErrorCode.ENV_REJECTED,
                                f"{env_id} could not start: {type(exc).__name__}: {exc}") from exc
-            ep = Episode(uuid.uuid4().hex, env_id, env, seed)
+            ep = Episode(self._prefix + uuid.uuid4().hex, env_id, env, seed)
             self.episodes[ep.episode_id] = ep
             self.metrics.episodes_created.labels(env_id).inc()
             self.metrics.live_episodes.set(self.live)
@@ -260,8 +242,9 @@ class EpisodeRegistry:
             ep.last_used = time.monotonic()
             return first
 
-    async def step(self, episode_id: str, action: str, request_id: str | None = None) -> tuple[dict, bytes]:
-        """Run one step; returns the outcome and its JSON encoding."""
+    async def step(self, episode_id: str, action: str, request_id: str | None = None
+                   ) -> tuple[StepResult, bytes]:
+        """Run one step; returns its result and the result's JSON encoding."""
         ep = self.get(episode_id)
         if len(action) > self.config.max_action_chars:
             limit = self.config.max_action_chars
@@ -282,7 +265,7 @@ class EpisodeRegistry:
         future.set_result(outcome)
         return outcome
 
-    async def _step(self, ep: Episode, action: str) -> tuple[dict, bytes]:
+    async def _step(self, ep: Episode, action: str) -> tuple[StepResult, bytes]:
         async with ep.lock:
             if ep.closed:
                 raise self._gone(ep)
@@ -291,19 +274,35 @@ class EpisodeRegistry:
                                f"episode {ep.episode_id} is over; create a new episode")
             started = time.perf_counter()
             try:
-                payload, body = await self.dispatch.run(f"{ep.env_id}:step", _step_and_encode, ep.env, action)
+                result, body = await self.dispatch.run(ep.step_kind, _step_and_encode, ep.env, action)
             except EpisodeOverError as exc:
                 ep.over = True
                 raise ApiError(409, ErrorCode.EPISODE_OVER, str(exc)) from exc
             except Exception as exc:
                 raise ApiError(500, ErrorCode.ENV_ERROR,
                                f"{ep.env_id} raised while stepping: {type(exc).__name__}: {exc}") from exc
-            self.metrics.step_seconds.labels(ep.env_id).observe(time.perf_counter() - started)
-            self.metrics.steps.labels(ep.env_id).inc()
+            self.metrics.stepped(ep.env_id, time.perf_counter() - started)
             ep.turns += 1
-            ep.over = payload["terminated"] or payload["truncated"]
+            ep.over = result.terminated or result.truncated
             ep.last_used = time.monotonic()
-            return payload, body
+            return result, body
+
+    async def step_many(self, steps: Sequence[BatchItem]) -> list[bytes]:
+        """Each step's `BatchResult`, encoded, in the order given; an error stays with its item.
+
+        The steps start in order, and an episode's lock is first come, first served, so steps of
+        one episode in one batch run in the batch's order.
+        """
+        return await asyncio.gather(*(self._item(s.episode_id, s.action, s.request_id) for s in steps))
+
+    async def _item(self, episode_id: str, action: str, request_id: str | None) -> bytes:
+        head = b'{"episode_id":' + dumps(episode_id)
+        try:
+            _, body = await self.step(episode_id, action, request_id)
+        except ApiError as exc:
+            self.metrics.errors.labels(exc.code).inc()
+            return head + b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
+        return head + b',"status":200,"result":' + body + b',"error":null}'
 
     async def render(self, episode_id: str) -> str | None:
         ep = self.get(episode_id)
@@ -334,5 +333,6 @@ class EpisodeRegistry:
         return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
 
 
-def _step_and_encode(env: gym.Env, action: str) -> tuple[dict, bytes]:
-    return encode_step(env.step(action))
+def _step_and_encode(env: gym.Env, action: str) -> tuple[StepResult, bytes]:
+    result = StepResult.of(env.step(action))
+    return result, dumps(result)

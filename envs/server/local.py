@@ -29,6 +29,7 @@ def _uvicorn_config(config: ServerConfig, log_level: str):  # type: ignore[no-un
     return uvicorn.Config(
         create_app(config), host=config.host, port=config.port, log_level=log_level,
         ws_per_message_deflate=False,  # env text is small and hot; compressing it costs more than it saves
+        ws_max_size=config.max_body_bytes,  # a frame of steps may be as large as a batch request
         timeout_graceful_shutdown=10, access_log=False,
     )
 

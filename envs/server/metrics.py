@@ -26,6 +26,19 @@ class Metrics:
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
         self.errors = Counter("agentrl_errors", "Error responses by code", ["code"], registry=self.registry)
+        self.frame_steps = Histogram(
+            "agentrl_step_frame_steps", "Steps per frame received on /v1/ws (how well clients coalesce)",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), registry=self.registry,
+        )
+        self._per_env: dict[str, tuple[Counter, Histogram]] = {}
+
+    def stepped(self, env_id: str, seconds: float) -> None:
+        """Count one step of `env_id` that took `seconds`; the labelled series are looked up once."""
+        series = self._per_env.get(env_id)
+        if series is None:
+            series = self._per_env[env_id] = (self.steps.labels(env_id), self.step_seconds.labels(env_id))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -13,8 +13,8 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, dumps
-from agentrl.server.wire import ErrorCode
+from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry
+from agentrl.server.wire import ErrorCode, dumps
 
 SCHEMA: dict[str, Any] = {
     "action": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
@@ -128,9 +128,9 @@ async def _step(registry: EpisodeRegistry, episode: Episode | None, data: dict[s
     action = data.get("action", data.get("message"))
     if not isinstance(action, str):
         raise ApiError(400, ErrorCode.ENV_REJECTED, "step data must carry the action text as 'action'")
-    payload, _ = await registry.step(episode.episode_id, action)
-    return _observation(episode.episode_id, payload["observation"], payload["reward"],
-                        payload["terminated"], payload["truncated"], payload["info"])
+    result, _ = await registry.step(episode.episode_id, action)
+    return _observation(episode.episode_id, result.observation, result.reward, result.terminated,
+                        result.truncated, result.info)
 
 
 def _state(episode: Episode | None) -> bytes:

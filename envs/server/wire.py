@@ -1,17 +1,28 @@
-"""The JSON shapes of agentrl's episode API, shared by the server and both clients.
+"""The JSON shapes of agentrl's episode API and their codec, shared by the server and the clients.
 
-Only pydantic is imported here so that a rollout worker can speak the protocol without loading
-FastAPI. Every error the server sends has one shape (`ErrorBody`) and a stable `code`, which the
-clients turn into typed exceptions.
+Only pydantic and orjson are imported here so that a rollout worker can speak the protocol without
+loading FastAPI. Every error the server sends has one shape (`ErrorBody`) and a stable `code`, which
+the clients turn into typed exceptions. A step's result is `agentrl.core.StepResult` itself, on the
+wire as in Python.
+
+Besides the HTTP routes, `/v1/ws` carries steps over one persistent WebSocket, many at a time:
+the client sends `StepFrame`s (`{"id": 7, "steps": [BatchItem, ...]}`, binary or text JSON) and
+gets back, in any order, `{"id": 7, "results": [BatchResult, ...]}` with one result per step in
+the frame's order, or `{"id": 7, "status": 422, "error": ErrorBody}` for a frame it could not read.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentrl.core.results import StepResult
+
 API_PREFIX = "/v1"
+MUX_PATH = f"{API_PREFIX}/ws"
 MAX_REQUEST_ID_CHARS = 128
 MAX_BATCH = 1024
 SEED_MAX = 2**63 - 1
@@ -90,16 +101,6 @@ class StepAction(_Model):
                                    description="A retried step with the same id returns the same result.")
 
 
-class StepOutcome(BaseModel):
-    """Gymnasium's 5-tuple, with `info` kept whole."""
-
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any]
-
-
 class BatchItem(_Model):
     episode_id: str = Field(min_length=1, max_length=200)
     action: str
@@ -114,13 +115,20 @@ class BatchResult(BaseModel):
     """One item's outcome; exactly one of `result` and `error` is set."""
 
     episode_id: str
-    result: StepOutcome | None = None
+    result: StepResult | None = None
     error: ErrorBody | None = None
     status: int = Field(200, description="The HTTP status the item would have had on its own.")
 
 
 class BatchResults(BaseModel):
     results: list[BatchResult]
+
+
+class StepFrame(_Model):
+    """One frame on `/v1/ws`: steps sent together, and the id their reply frame carries back."""
+
+    id: int = Field(ge=0, le=SEED_MAX, strict=True)
+    steps: list[BatchItem] = Field(max_length=MAX_BATCH)
 
 
 class EpisodeStatus(BaseModel):
@@ -146,3 +154,42 @@ class Health(BaseModel):
     status: Literal["healthy", "shutting_down"]
     live_episodes: int
     max_episodes: int
+
+
+# --- codec ---------------------------------------------------------------------------------------
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _jsonable(value: Any) -> Any:
+    """Fallback for values JSON has no type for (numpy arrays of objects, sets, anything else)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+def dumps(payload: Any) -> bytes:
+    """Compact UTF-8 JSON; dataclasses such as `StepResult` encode as objects.
+
+    orjson writes NaN as null; what it refuses (integers over 64 bits, lone surrogates) goes
+    through the standard library instead, escaped, so any payload an env returns can be sent.
+    """
+    try:
+        return orjson.dumps(payload, default=_jsonable, option=_OPTIONS)
+    except orjson.JSONEncodeError:
+        return json.dumps(payload, default=_standard, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _standard(value: Any) -> Any:
+    if isinstance(value, StepResult):
+        return value.__dict__
+    return _jsonable(value)
+
+
+loads = orjson.loads
+
+
+def step_result(d: dict[str, Any]) -> StepResult:
+    """A `StepResult` from its JSON object."""
+    return StepResult(d["observation"], d["reward"], d["terminated"], d["truncated"], d["info"])

@@ -187,26 +187,33 @@ def test_metrics_count_episodes_steps_and_errors(http):
     assert http.get("/health").json()["status"] == "healthy"
 
 
-def test_client_retries_a_lost_response_without_stepping_twice(base_url):
+def test_client_retries_a_lost_response_without_stepping_twice(base_url, monkeypatch):
     """The network drops the first answer to each step; the retry carries the same request_id."""
-    real = httpx.HTTPTransport()
-    seen: dict[str, int] = {}
+    from websockets.exceptions import ConnectionClosedError
 
-    def flaky(request: httpx.Request) -> httpx.Response:
-        response = real.handle_request(request)
-        if request.url.path.endswith("/step"):
-            key = request.content.decode()
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] == 1:
-                response.read()
-                raise httpx.ReadError("connection reset after the server answered", request=request)
-        return response
+    import agentrl.client_steps as steps
 
-    http = httpx.Client(base_url=base_url, transport=httpx.MockTransport(flaky))
-    with EnvClient(base_url, http=http) as client:
+    real_connect = steps.sync_connect
+    answered: list[bytes] = []
+
+    def flaky_connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        real_recv = conn.recv
+
+        def recv(timeout=None):
+            reply = real_recv(timeout)  # the server has stepped and answered
+            answered.append(reply)
+            if len(answered) % 2 == 1:
+                raise ConnectionClosedError(None, None)  # ... and the answer is lost on the way
+            return reply
+
+        conn.recv = recv
+        return conn
+
+    monkeypatch.setattr(steps, "sync_connect", flaky_connect)
+    with EnvClient(base_url) as client:
         eid = client.create_episode(ECHO, seed=0).episode_id
         results = [client.step(eid, call("echo", text=str(i))) for i in range(3)]
         assert [r.info["turn"] for r in results] == [1, 2, 3]
         assert client.episode_status(eid).turns == 3
-    assert all(n == 2 for n in seen.values()) and len(seen) == 3
-    assert http.is_closed
+    assert len(answered) == 6 and answered[0::2] == answered[1::2]  # each retry got the same answer

@@ -90,3 +90,29 @@ def test_after_shutdown_calls_fail_instead_of_hanging():
             await asyncio.wait_for(ex.run("late", time.sleep, 0), timeout=5)
 
     asyncio.run(main())
+
+
+def test_short_cpu_bound_calls_run_on_the_event_loop_and_waiting_ones_do_not():
+    import threading
+
+    def where(_: int) -> int:
+        return threading.get_ident()
+
+    def nap(_: int) -> int:
+        time.sleep(0.002)
+        return threading.get_ident()
+
+    async def main():
+        ex = PackedExecutor(workers=4)
+        loop_thread = threading.get_ident()
+        for kind, fn in (("quick", where), ("nap", nap)):
+            for _ in range(5):  # measured first, in threads
+                await asyncio.gather(*(ex.run(kind, fn, i) for i in range(4)))
+        quick = await asyncio.gather(*(ex.run("quick", where, i) for i in range(100)))
+        napping = await asyncio.gather(*(ex.run("nap", nap, i) for i in range(4)))
+        ex.shutdown()
+        return loop_thread, quick, napping, ex.inline("quick"), ex.inline("nap")
+
+    loop_thread, quick, napping, quick_inline, nap_inline = asyncio.run(main())
+    assert quick_inline and set(quick) == {loop_thread}
+    assert not nap_inline and loop_thread not in napping

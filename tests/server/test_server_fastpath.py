@@ -1,4 +1,4 @@
-"""The step endpoints' fast path answers as the FastAPI routes do; the clients' cheaper requests."""
+"""The step endpoints' fast path answers as the FastAPI routes do; the clients' URL joining."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import httpx
 import pytest
 from server_helpers import ECHO, call
 
-from agentrl.client import EnvClient, _url
+from agentrl.client import _url
 
 
 @pytest.fixture()
@@ -67,16 +67,3 @@ def test_fast_path_and_route_agree_on_batches_and_errors(http):
 def test_client_urls_join_as_httpx_joins_them(base, path):
     with httpx.Client(base_url=base) as http:
         assert http.build_request("GET", _url(http, path)).url == http.build_request("GET", path).url
-
-
-def test_sync_client_sends_each_request_in_one_write(base_url):
-    with EnvClient(base_url) as client:
-        eid = client.create_episode(ECHO, seed=0).episode_id
-        sent = []
-        pool = client.http._transport._pool  # type: ignore[attr-defined]
-        for connection in pool.connections:
-            stream = connection._connection._network_stream._stream
-            real = stream.write
-            stream.write = lambda data, timeout=None, real=real: (sent.append(data), real(data, timeout))[1]
-        assert client.step(eid, call("echo", text="hi")).info["turn"] == 1
-        assert len(sent) == 1 and sent[0].startswith(b"POST ") and sent[0].endswith(b"}")
