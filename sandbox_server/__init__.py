@@ -32,6 +32,9 @@ _EXPORTS = {
     "CapacityError": "errors",
     "DockerUnavailable": "errors",
     "InvalidRequest": "errors",
+    "SandboxDead": "errors",
+    "Busy": "errors",
+    "Forbidden": "errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -47,9 +50,12 @@ if TYPE_CHECKING:
     )
     from agentrl.sandbox_server.docker_backend import DockerBackend  # noqa: F401
     from agentrl.sandbox_server.errors import (  # noqa: F401
+        Busy,
         CapacityError,
         DockerUnavailable,
+        Forbidden,
         InvalidRequest,
+        SandboxDead,
         SandboxError,
         SandboxNotFound,
     )

@@ -9,9 +9,12 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from agentrl.sandbox_server.errors import CapacityError, SandboxNotFound
+from pydantic import ValidationError
+
+from agentrl.sandbox_server.channel import AgentLink
+from agentrl.sandbox_server.errors import CapacityError, InvalidRequest, SandboxNotFound
 from agentrl.sandbox_server.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec
-from agentrl.sandbox_server.sandbox import AgentLink, AgentSandbox
+from agentrl.sandbox_server.sandbox import AgentSandbox
 
 log = logging.getLogger("agentrl.sandbox")
 
@@ -27,6 +30,7 @@ class Backend:
         self.defaults = defaults or SandboxSpec()
         self.max_sandboxes = max_sandboxes
         self._sandboxes: dict[str, tuple[AgentSandbox, Any]] = {}
+        self._creating = 0  # creates under way: counted against max_sandboxes, so the limit is exact
         self._gone: OrderedDict[str, str] = OrderedDict()  # recently closed id -> why, for clear errors
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -46,6 +50,11 @@ class Backend:
     def _periodic(self) -> None:
         """Extra housekeeping on each reaper tick."""
 
+    def _links(self) -> list[AgentLink]:
+        """Every live agent link of this backend (sandboxes and any pre-started ones)."""
+        with self._lock:
+            return [sandbox.link for sandbox, _ in self._sandboxes.values()]
+
     # -- public API --------------------------------------------------------------------------------
     def create(
         self,
@@ -60,8 +69,10 @@ class Backend:
         env: dict[str, str] | None = None,
         files: dict[str, bytes | str] | None = None,
         spec: SandboxSpec | None = None,
+        owner: str | None = None,
     ) -> AgentSandbox:
-        """A new sandbox. Arguments left out come from `spec`, then from the backend's defaults."""
+        """A new sandbox. Arguments left out come from `spec`, then from the backend's defaults;
+        `owner` (a tenant of the HTTP server) is kept with it."""
         given = {
             "image": image,
             "cpus": cpus,
@@ -73,11 +84,20 @@ class Backend:
             "env": env,
         }
         base = (spec or self.defaults).model_dump()
-        spec = SandboxSpec(**{**base, **{k: v for k, v in given.items() if v is not None}})
+        try:
+            spec = SandboxSpec(**{**base, **{k: v for k, v in given.items() if v is not None}})
+        except ValidationError as exc:
+            raise InvalidRequest(str(exc)) from None
         with self._lock:
-            if len(self._sandboxes) >= self.max_sandboxes:
+            if len(self._sandboxes) + self._creating >= self.max_sandboxes:
                 raise CapacityError(f"{self.max_sandboxes} sandboxes are open; close some first")
-        link, handle = self._acquire(spec)
+            self._creating += 1
+        try:
+            link, handle = self._acquire(spec)
+        except BaseException:
+            with self._lock:
+                self._creating -= 1
+            raise
         now = time.time()
         sandbox_id = uuid.uuid4().hex[:16]
         info = SandboxInfo(
@@ -92,8 +112,9 @@ class Backend:
             last_used_at=now,
             idle_ttl_s=spec.idle_ttl_s,
         )
-        sandbox = AgentSandbox(sandbox_id, link, info, self.destroy)
+        sandbox = AgentSandbox(sandbox_id, link, info, self.destroy, owner=owner)
         with self._lock:
+            self._creating -= 1
             self._sandboxes[sandbox_id] = (sandbox, handle)
         try:
             if spec.env:
@@ -113,9 +134,14 @@ class Backend:
                 raise SandboxNotFound(f"sandbox {sandbox_id}: {why}")
             return entry[0]
 
-    def list(self) -> list[SandboxInfo]:
+    def list(self, owner: str | None = None) -> list[SandboxInfo]:
+        """The open sandboxes; with `owner`, only that owner's."""
         with self._lock:
-            return [sandbox.info for sandbox, _ in self._sandboxes.values()]
+            return [s.info for s, _ in self._sandboxes.values() if owner is None or s.owner == owner]
+
+    def sandboxes(self) -> list[AgentSandbox]:
+        with self._lock:
+            return [sandbox for sandbox, _ in self._sandboxes.values()]
 
     def destroy(self, sandbox_id: str, reason: str = "deleted") -> None:
         with self._lock:
@@ -166,6 +192,8 @@ class Backend:
         while not self._stop.wait(self._reap_interval_s):
             try:
                 self.reap_expired()
+                for link in self._links():
+                    link.beat()
                 self._periodic()
             except Exception:  # housekeeping must outlive one failure
                 log.exception("sandbox housekeeping failed")

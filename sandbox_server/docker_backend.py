@@ -4,7 +4,12 @@ Each container runs the agent as its only process (under Docker's init), attache
 from the warm pool is a hand-over of an already started, already attached container. Containers are
 labelled with their owner (process id, start time, host), so any backend can remove those whose
 owner died; and they end by themselves when their owner's attach connection closes, because their
-stdin is attached once and the agent exits on end of input.
+stdin is attached once and the agent exits on end of input (even while a command runs), or when the
+owner has not sent its heartbeat for `watchdog_s`.
+
+The agent runs as root with only the capabilities it needs to run commands as the unprivileged user
+(SETUID, SETGID, KILL; SETPCAP to empty the bounding set once); Docker's event stream marks a
+sandbox dead as soon as its container dies or is paused.
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentrl.sandbox_server.backend import Backend, log
+from agentrl.sandbox_server.channel import AGENT_SOURCE, AgentLink, AttachChannel
 from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest, SandboxError
 from agentrl.sandbox_server.models import DEFAULT_IMAGE, WORKDIR, SandboxSpec
-from agentrl.sandbox_server.sandbox import AGENT_SOURCE, AgentLink, AttachChannel
 
 LABEL = "org.agentrl.sandbox"
-UID = "1000:1000"
+AGENT_USER = "0:0"  # commands run as uid 1000; the agent stays out of their reach
+AGENT_CAPS = ["SETUID", "SETGID", "KILL", "SETPCAP"]
+STATE_DIR = "/run/agentrl"  # the agent's own files (scripts, stdin): root's, read-only to commands
+DEAD_EVENTS = {"die": "its container died", "pause": "its container was paused"}
 MAX_POOL_KEYS = 8  # images kept warm at once
 CONTAINER_MAX_AGE_S = 8 * 86400  # backstop: any backend removes containers older than this
 
@@ -64,6 +72,7 @@ class DockerBackend(Backend):
         orphan_interval_s: float = 30.0,
         defaults: SandboxSpec | None = None,
         tmp_mb: int = 256,
+        watchdog_s: float = 60.0,
     ):
         try:
             import docker
@@ -78,6 +87,7 @@ class DockerBackend(Backend):
         self.image = image
         self._require_image(image)
         self.tmp_mb = tmp_mb
+        self.watchdog_s = watchdog_s
         self.pool_size = pool_size
         self.owner = uuid.uuid4().hex[:12]
         self._labels = {
@@ -94,7 +104,11 @@ class DockerBackend(Backend):
         self._orphan_interval_s = orphan_interval_s
         self._last_orphan_sweep = time.monotonic()
         self.reap_orphans()
+        self._events = self.docker.api.events(
+            decode=True, filters={"type": "container", "label": f"{LABEL}.owner={self.owner}"}
+        )
         super().__init__(max_sandboxes=max_sandboxes, reap_interval_s=reap_interval_s, defaults=defaults)
+        threading.Thread(target=self._watch_events, name="sandbox-events", daemon=True).start()
         if pool_size > 0:
             self._pool[self._key(self.defaults)] = deque()
             self._filler = threading.Thread(target=self._fill_loop, name="sandbox-pool", daemon=True)
@@ -122,6 +136,7 @@ class DockerBackend(Backend):
             read_only=True,
             privileged=False,
             cap_drop=["ALL"],
+            cap_add=AGENT_CAPS,
             security_opt=["no-new-privileges"],
             init=True,
             auto_remove=True,
@@ -133,6 +148,7 @@ class DockerBackend(Backend):
             tmpfs={
                 WORKDIR: f"size={disk_mb}m,uid=1000,gid=1000,mode=0755,exec",
                 "/tmp": f"size={self.tmp_mb}m,mode=1777,exec",
+                STATE_DIR: f"size={self.tmp_mb}m,mode=0711,noexec",
             },
         )
         with self._create_slots:
@@ -142,7 +158,7 @@ class DockerBackend(Backend):
                     image,
                     entrypoint=["python3", "-I", "-S", "-c", AGENT_SOURCE],
                     command=[],
-                    user=UID,
+                    user=AGENT_USER,
                     working_dir=WORKDIR,
                     stdin_open=True,
                     tty=False,
@@ -150,7 +166,13 @@ class DockerBackend(Backend):
                     network_disabled=True,
                     labels=self._labels,
                     host_config=host_config,
-                    environment={"HOME": WORKDIR, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
+                    environment={
+                        "HOME": WORKDIR,
+                        "LANG": "C.UTF-8",
+                        "PYTHONDONTWRITEBYTECODE": "1",
+                        "AGENTRL_AGENT_STATE": STATE_DIR,
+                        "AGENTRL_AGENT_WATCHDOG_S": str(self.watchdog_s),
+                    },
                 )
             except self._errors.ImageNotFound:
                 raise InvalidRequest(f"image {image!r} is not on this Docker engine") from None
@@ -226,6 +248,28 @@ class DockerBackend(Backend):
             return all(len(queue) >= self.pool_size for queue in self._pool.values())
 
     # -- housekeeping ----------------------------------------------------------------------------
+    def _links(self) -> list[AgentLink]:
+        with self._lock:
+            warm = [link for queue in self._pool.values() for link, _ in queue]
+        return super()._links() + warm
+
+    def _watch_events(self) -> None:
+        """Mark a sandbox dead the moment Docker says its container died or was paused."""
+        try:
+            for event in self._events:
+                why = DEAD_EVENTS.get(event.get("status") or event.get("Action", ""))
+                cid = event.get("id") or event.get("Actor", {}).get("ID")
+                if why is None or not cid:
+                    continue
+                with self._lock:
+                    links = [s.link for s, handle in self._sandboxes.values() if handle == cid]
+                    links += [link for q in self._pool.values() for link, c in q if c == cid]
+                for link in links:
+                    link.fail(f"{why} (Docker event '{event.get('status')}')")
+        except Exception as exc:  # the stream ends when the backend closes, or the engine went away
+            if not self._stop.is_set():
+                log.warning("Docker event stream ended: %s", exc)
+
     def reap_orphans(self) -> int:
         """Remove labelled containers whose owner process is gone (or that are too old)."""
         removed = 0
@@ -253,6 +297,7 @@ class DockerBackend(Backend):
 
     def close(self) -> None:
         super().close()
+        self._events.close()
         with self._lock:
             warm = [cid for queue in self._pool.values() for _, cid in queue]
             for queue in self._pool.values():

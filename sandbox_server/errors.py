@@ -49,3 +49,24 @@ class InvalidRequest(SandboxError):
 
     http_status = 400
     kind = "invalid"
+
+
+class SandboxDead(SandboxError):
+    """The sandbox's container died, was paused or broke its protocol; only DELETE still works on it."""
+
+    http_status = 410
+    kind = "sandbox_dead"
+
+
+class Busy(SandboxError):
+    """The sandbox already has as many calls running or waiting as it may."""
+
+    http_status = 429
+    kind = "too_many_requests"
+
+
+class Forbidden(SandboxError):
+    """The server's operator does not allow this (an image off the allow-list)."""
+
+    http_status = 403
+    kind = "forbidden"

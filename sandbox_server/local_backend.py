@@ -15,8 +15,8 @@ import warnings
 from typing import Any
 
 from agentrl.sandbox_server.backend import Backend, log
+from agentrl.sandbox_server.channel import AGENT_SOURCE, AgentLink, PipeChannel
 from agentrl.sandbox_server.models import SandboxSpec
-from agentrl.sandbox_server.sandbox import AGENT_SOURCE, AgentLink, PipeChannel
 
 WARNING = (
     "agentrl LocalBackend runs commands WITHOUT ANY ISOLATION as your own user (no container, no limits, "

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agentrl.sandbox_server.languages import LANGUAGES
 
 DEFAULT_IMAGE = "agentrl-sandbox:latest"
 WORKDIR = "/workspace"
 
 ExecStatus = Literal["ok", "error", "timeout", "oom", "killed"]
 ExecMode = Literal["session", "oneshot"]
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def known_language(name: str) -> str:
+    """Refuse an unknown language with the request (HTTP 422), naming the known ones."""
+    if name.lower() not in LANGUAGES:
+        raise ValueError(f"unsupported language {name!r}; supported: {', '.join(LANGUAGES)}")
+    return name
 
 
 class SandboxSpec(BaseModel):
@@ -26,6 +37,19 @@ class SandboxSpec(BaseModel):
     ttl_s: float = Field(3600.0, gt=0, le=7 * 86400, description="hard lifetime")
     idle_ttl_s: float = Field(600.0, gt=0, le=7 * 86400, description="lifetime without a call")
     env: dict[str, str] = Field(default_factory=dict, description="environment of every command")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        """Refused here, not at the first command: a name a shell cannot export, or a NUL in a value."""
+        if len(env) > 1024 or sum(len(k) + len(v) for k, v in env.items()) > 1 << 20:
+            raise ValueError("env: at most 1024 variables and 1 MiB in all")
+        for key, value in env.items():
+            if not ENV_NAME.fullmatch(key) or len(key) > 256:
+                raise ValueError(f"env: {key[:64]!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if "\0" in value:
+                raise ValueError(f"env: the value of {key} contains a NUL character")
+        return env
 
 
 class CreateSandboxRequest(SandboxSpec):
@@ -64,6 +88,11 @@ class ExecRequest(BaseModel):
         "session", description="session: the sandbox's persistent shell; oneshot: a fresh one"
     )
     max_output_bytes: int = Field(65536, ge=2, le=64 << 20, description="head + tail kept per stream")
+    keep_alive: bool = Field(
+        False, description="processes the command leaves running survive it (default: all are killed)"
+    )
+
+    _language = field_validator("language")(known_language)
 
     @model_validator(mode="after")
     def _one_of(self) -> ExecRequest:
@@ -77,6 +106,7 @@ class ExecResult(BaseModel):
 
     status: ExecStatus
     exit_code: int | None = Field(description="128+N when ended by signal N; null on time-out")
+    signal: int | None = Field(None, description="the signal that ended a one-shot command, if one did")
     stdout: str
     stderr: str
     stdout_bytes: int
@@ -107,6 +137,8 @@ class RunCodeRequest(BaseModel):
     stdin: str | None = None
     files: dict[str, str | None] = Field(default_factory=dict)
     fetch_files: list[str] = Field(default_factory=list)
+
+    _language = field_validator("language")(known_language)
 
 
 class CommandRunResult(BaseModel):

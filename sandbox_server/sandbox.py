@@ -7,32 +7,20 @@ objects with the same methods, so code that runs commands never cares where they
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
-import os
-import selectors
-import socket
-import struct
-import subprocess
+import secrets
+import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, runtime_checkable
 
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.channel import AgentLink
+from agentrl.sandbox_server.errors import Busy, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.languages import script_command
 from agentrl.sandbox_server.models import ExecMode, ExecResult, SandboxInfo
+from agentrl.sandbox_server.paths import check_path, check_tar
 
-AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text()
-HEADER = struct.Struct(">I")
-# language -> (script suffix, command running it); `{script}` becomes the script's path
-LANGUAGES: dict[str, tuple[str, str]] = {
-    "python": (".py", "python3 {script}"),
-    "python3": (".py", "python3 {script}"),
-    "bash": (".sh", "bash {script}"),
-    "sh": (".sh", "sh {script}"),
-}
+CHUNK = 1 << 20  # files travel to the agent in frames of this size: memory stays flat for any upload
 
 
 @runtime_checkable
@@ -50,6 +38,7 @@ class Sandbox(Protocol):
         stdin: str | bytes | None = None,
         mode: ExecMode = "session",
         max_output_bytes: int = 65536,
+        keep_alive: bool = False,
     ) -> ExecResult: ...
 
     def run_code(
@@ -62,6 +51,10 @@ class Sandbox(Protocol):
         max_output_bytes: int = 65536,
     ) -> ExecResult: ...
 
+    def reset_processes(self) -> None:
+        """Kill every process of the sandbox's user (kept ones and the session shell included)."""
+        ...
+
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None: ...
 
     def read_file(self, path: str) -> bytes: ...
@@ -73,164 +66,34 @@ class Sandbox(Protocol):
     def close(self) -> None: ...
 
 
-def script_command(language: str) -> tuple[str, str]:
-    try:
-        return LANGUAGES[language.lower()]
-    except KeyError:
-        raise InvalidRequest(
-            f"unsupported language {language!r}; supported: {', '.join(LANGUAGES)}"
-        ) from None
-
-
 def as_bytes(data: bytes | str) -> bytes:
     return data.encode() if isinstance(data, str) else bytes(data)
 
 
-# --- transports to the agent --------------------------------------------------------------------
-
-
-class Channel(Protocol):
-    def send(self, data: bytes) -> None: ...
-
-    def recv_some(self, timeout: float | None) -> bytes:
-        """Some bytes of the agent's stdout; b"" once it is gone. Raises TimeoutError."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class AttachChannel:
-    """The agent's stdin/stdout through a container's attach socket (Docker's multiplexed stream)."""
-
-    def __init__(self, sock: socket.socket, keep: object = None):
-        self.sock = sock
-        self._keep = keep  # the SDK's wrapper owning `sock`; held so that it is not collected early
-        self.raw = bytearray()
-        self.stderr: deque[bytes] = deque(maxlen=32)  # the agent's own errors, for diagnostics
-
-    def send(self, data: bytes) -> None:
-        self.sock.settimeout(None)
-        self.sock.sendall(data)
-
-    def recv_some(self, timeout: float | None) -> bytes:
-        while True:
-            # frames: 1 byte stream (1 stdout, 2 stderr), 3 zero bytes, 4-byte big-endian size
-            while len(self.raw) >= 8:
-                size = int.from_bytes(self.raw[4:8], "big")
-                if len(self.raw) < 8 + size:
-                    break
-                kind, payload = self.raw[0], bytes(self.raw[8 : 8 + size])
-                del self.raw[: 8 + size]
-                if kind == 1:
-                    return payload
-                self.stderr.append(payload)
-            self.sock.settimeout(timeout)
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except TimeoutError as exc:
-                raise TimeoutError from exc
-            except OSError:
-                return b""
-            if not chunk:
-                return b""
-            self.raw += chunk
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-
-
-class PipeChannel:
-    """The agent as a local child process (the unisolated local backend)."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self.fd = proc.stdout.fileno()
-
-    def send(self, data: bytes) -> None:
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def recv_some(self, timeout: float | None) -> bytes:
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.fd, selectors.EVENT_READ)
-            if not sel.select(timeout):
-                raise TimeoutError
-        return os.read(self.fd, 1 << 20)
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()  # end of input: the agent stops its shell and exits
-            self.proc.wait(timeout=2.0)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-
-
-class AgentLink:
-    """Request/response with one agent, one request at a time (the agent is serial anyway)."""
-
-    def __init__(self, channel: Channel):
-        self.channel = channel
-        self.buf = bytearray()
-        self.lock = threading.Lock()
-        self.dead: str | None = None
-
-    def call(self, op: str, *, wait_s: float | None = 60.0, **fields: Any) -> dict[str, Any]:
-        with self.lock:
-            if self.dead:
-                raise SandboxError(self.dead)
-            data = json.dumps({"op": op, **fields}).encode()
-            try:
-                self.channel.send(HEADER.pack(len(data)) + data)
-                reply = self._read(wait_s)
-            except (OSError, TimeoutError, EOFError) as exc:
-                self.dead = (
-                    f"the sandbox stopped answering ({type(exc).__name__}): "
-                    "it was killed or ran out of memory"
-                )
-                raise SandboxError(self.dead) from exc
-        if not reply.pop("ok"):
-            if reply.get("kind") == "not_found":
-                raise FileNotFoundError(reply["error"])
-            if reply.get("kind") == "invalid":
-                raise InvalidRequest(reply["error"])
-            raise SandboxError(reply["error"])
-        return reply
-
-    def _read(self, wait_s: float | None) -> dict[str, Any]:
-        deadline = None if wait_s is None else time.monotonic() + wait_s
-        while True:
-            if len(self.buf) >= 4:
-                (size,) = HEADER.unpack(self.buf[:4])
-                if len(self.buf) >= 4 + size:
-                    message = json.loads(bytes(self.buf[4 : 4 + size]))
-                    del self.buf[: 4 + size]
-                    return message
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-            chunk = self.channel.recv_some(remaining)
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-
-    def close(self) -> None:
-        self.dead = "the sandbox is closed"
-        self.channel.close()
-
-
-# --- the sandbox ----------------------------------------------------------------------------------
-
-
 class AgentSandbox:
-    """A sandbox reached through its agent; the backends create these, callers use `Sandbox`."""
+    """A sandbox reached through its agent; the backends create these, callers use `Sandbox`.
 
-    def __init__(self, sandbox_id: str, link: AgentLink, info: SandboxInfo, on_close: Callable[[str], None]):
+    At most `max_pending` calls may be running or waiting at once (more: `Busy`, HTTP 429), so a
+    flood of calls on one sandbox holds a bounded number of threads.
+    """
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        link: AgentLink,
+        info: SandboxInfo,
+        on_close: Callable[[str], None],
+        *,
+        owner: str | None = None,
+        max_pending: int = 8,
+    ):
         self.sandbox_id = sandbox_id
         self.link = link
         self.info = info
+        self.owner = owner
+        self.max_pending = max_pending
         self._on_close = on_close
+        self._pending = threading.BoundedSemaphore(max_pending)
         self.closed_reason: str | None = None
 
     def __repr__(self) -> str:
@@ -242,18 +105,28 @@ class AgentSandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, op: str, wait_s: float | None = 60.0, **fields: Any) -> dict[str, Any]:
+    @property
+    def dead(self) -> str | None:
+        """Why the sandbox can no longer serve calls (its container died, ...), or None."""
+        return self.link.dead if not self.closed_reason else None
+
+    def _call(
+        self, op: str, wait_s: float | None = 60.0, limit: int = 1 << 20, **fields: Any
+    ) -> dict[str, Any]:
         if self.closed_reason:
             raise SandboxNotFound(f"sandbox {self.sandbox_id} is gone: {self.closed_reason}")
+        if not self._pending.acquire(blocking=False):
+            raise Busy(f"sandbox {self.sandbox_id} already has {self.max_pending} calls running or waiting")
         self.info.last_used_at = time.time()
         try:
-            return self.link.call(op, wait_s=wait_s, **fields)
+            return self.link.call(op, wait_s=wait_s, limit=limit, **fields)
         except SandboxError:
             if self.closed_reason:  # closed under a running call (TTL, delete): say so
                 raise SandboxNotFound(f"sandbox {self.sandbox_id} is gone: {self.closed_reason}") from None
             raise
         finally:
             self.info.last_used_at = time.time()
+            self._pending.release()
 
     def exec(
         self,
@@ -264,6 +137,7 @@ class AgentSandbox:
         stdin: str | bytes | None = None,
         mode: ExecMode = "session",
         max_output_bytes: int = 65536,
+        keep_alive: bool = False,
         script: str | None = None,
         script_suffix: str = "",
     ) -> ExecResult:
@@ -273,16 +147,18 @@ class AgentSandbox:
             "idle_timeout_s": idle_timeout_s,
             "mode": mode,
             "max_output_bytes": max_output_bytes,
+            "keep_alive": keep_alive,
         }
         if stdin is not None:
             fields["stdin"] = base64.b64encode(as_bytes(stdin)).decode()
         if script is not None:
             fields["script"] = {"data": script, "suffix": script_suffix}
-            # Python scripts run in a fork of the agent's interpreter: no start-up cost
+            # Python scripts run in a fork of the agent's pristine zygote: no start-up cost
             fields["fork_python"] = mode == "oneshot" and script_suffix == ".py"
-        # the agent enforces timeout_s; the extra wait only catches an agent that died
-        reply = self._call("exec", wait_s=timeout_s + 30.0, **fields)
-        reply.pop("id", None)
+        # the agent enforces timeout_s; the extra wait only catches an agent that died. A reply holds
+        # at most two captures, each at most 6 bytes of JSON per byte of output
+        limit = 12 * max_output_bytes + (1 << 20)
+        reply = self._call("exec", wait_s=timeout_s + 30.0, limit=limit, **fields)
         return ExecResult(**reply)
 
     def run_code(
@@ -305,17 +181,67 @@ class AgentSandbox:
             script_suffix=suffix,
         )
 
+    def reset_processes(self) -> None:
+        self._call("reset", wait_s=30.0)
+
+    def wipe(self) -> None:
+        """Back to a new sandbox's state: no process, no file, no IPC object of the user left."""
+        self._call("wipe", wait_s=30.0)
+
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        self._call("write", path=path, data=base64.b64encode(as_bytes(data)).decode(), mode=mode)
+        data = as_bytes(data)
+        path = check_path(path)
+        for start in range(0, max(len(data), 1), CHUNK):
+            self._write_chunk(path, data[start : start + CHUNK], mode, append=start > 0)
+
+    def write_stream(self, path: str, source: IO[bytes], mode: int = 0o644) -> None:
+        """`write_file` from a file object, a chunk at a time."""
+        path = check_path(path)
+        append = False
+        while True:
+            chunk = source.read(CHUNK)
+            if not chunk and append:
+                return
+            self._write_chunk(path, chunk, mode, append=append)
+            append = True
+
+    def _write_chunk(self, path: str, chunk: bytes, mode: int, *, append: bool) -> None:
+        self._call("write", path=path, data=base64.b64encode(chunk).decode(), mode=mode, append=append)
 
     def read_file(self, path: str, max_bytes: int = 1 << 30) -> bytes:
-        return base64.b64decode(self._call("read", path=path, max_bytes=max_bytes)["data"])
+        reply = self._call(
+            "read", path=check_path(path), max_bytes=max_bytes, limit=max_bytes * 2 + (1 << 20)
+        )
+        return base64.b64decode(reply["data"])
 
     def put_archive(self, path: str, tar_bytes: bytes) -> None:
-        self._call("put_tar", path=path, data=base64.b64encode(tar_bytes).decode())
+        with tempfile.SpooledTemporaryFile(CHUNK) as source:
+            source.write(tar_bytes)
+            source.seek(0)
+            self.put_archive_stream(path, source)
+
+    def put_archive_stream(self, path: str, source: IO[bytes]) -> None:
+        """Unpack a tar archive under `path`; every member is checked here first (no link or path
+        out of the workspace, no device), and the archive travels to the agent in chunks."""
+        path = check_path(path)
+        check_tar(source, path)
+        source.seek(0)
+        name = secrets.token_hex(12)
+        append = False
+        while chunk := source.read(CHUNK):
+            self._call("stage", name=name, data=base64.b64encode(chunk).decode(), append=append)
+            append = True
+        self._call("put_tar", name=name, path=path, wait_s=300.0)
 
     def get_archive(self, path: str, max_bytes: int = 1 << 30) -> bytes:
-        return base64.b64decode(self._call("get_tar", path=path, max_bytes=max_bytes)["data"])
+        reply = self._call(
+            "get_tar",
+            path=check_path(path),
+            max_bytes=max_bytes,
+            limit=max_bytes * 2 + (1 << 20),
+            wait_s=300.0,
+        )
+        return base64.b64decode(reply["data"])
 
     def configure(self, env: dict[str, str]) -> None:
         self._call("configure", env=env)

@@ -151,9 +151,14 @@ def test_container_hardening(backend, sandbox):
     assert host["ReadonlyRootfs"] is True
     assert host["Privileged"] is False
     assert host["CapDrop"] == ["ALL"]
+    # the agent may only switch to the user's uid and signal its processes
+    assert {cap.removeprefix("CAP_") for cap in host["CapAdd"]} == {"SETUID", "SETGID", "KILL", "SETPCAP"}
     assert "no-new-privileges" in host["SecurityOpt"]
     assert host["Init"] is True
     assert host["PidsLimit"] > 0
     assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]
     assert host["NanoCpus"] > 0
-    assert config["Config"]["User"] == "1000:1000"
+    assert config["Config"]["User"] == "0:0"  # the agent; every command runs as 1000
+    assert sandbox.exec("id -u; id -G").stdout == "1000\n1000\n"
+    assert sandbox.exec("id -u", mode="oneshot").stdout == "1000\n"
+    assert sandbox.run_code("import os; print(os.getuid(), os.getgroups())").stdout == "1000 []\n"

@@ -177,12 +177,12 @@ def test_run_code_runners_are_scrubbed_between_calls(server):
     assert second[-4:-2] == ["0", "0"], second  # no shared memory segment, no process left
 
 
-def test_run_code_unsupported_language_is_a_sandbox_error(server):
+def test_run_code_unsupported_language_is_422(server):
     reply = httpx.post(
         server.url + "/run_code", json={"code": "x", "language": "cobol"}, auth=("u", server.token)
     )
-    assert reply.status_code == 200
-    assert reply.json()["status"] == "SandboxError" and "cobol" in reply.json()["message"]
+    assert reply.status_code == 422
+    assert "cobol" in str(reply.json()["detail"]) and "python" in str(reply.json()["detail"])
 
 
 def test_32_concurrent_sandboxes_100_execs_each(server):
