@@ -41,7 +41,7 @@ def test_built_wheel_installs_and_makes_envs_in_a_fresh_venv(tmp_path):
         check=True,
         capture_output=True,
     )
-    [wheel] = dist.glob("agentrl-*.whl")
+    [wheel] = dist.glob("agentrl_gym-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
