@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from agentrl.core.encoding import utf8_safe
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
@@ -84,7 +85,7 @@ class TextEnv(gym.Env[str, str]):
         self.turn = 0
         self._over = False
         observation, info = self._begin(dict(options or {}))
-        observation = clip_text(observation, self.observation_space.max_length)
+        observation = utf8_safe(clip_text(observation, self.observation_space.max_length))
         self.messages = [{"role": "user", "content": observation}]
         info.setdefault("turn", 0)
         return observation, info
@@ -110,10 +111,10 @@ class TextEnv(gym.Env[str, str]):
         if not result.terminated and self.turn >= self.max_turns:
             result.truncated = True
             result.reward += self._reward_on_truncation()
-        result.observation = clip_text(result.observation, self.observation_space.max_length)
+        result.observation = utf8_safe(clip_text(result.observation, self.observation_space.max_length))
         result.info["turn"] = self.turn
         self._over = result.terminated or result.truncated
-        said = action if isinstance(action, str) else repr(action)
+        said = utf8_safe(action if isinstance(action, str) else repr(action))
         self.messages.append({"role": "assistant", "content": said})
         self.messages.append({"role": "user", "content": result.observation})
         return result.as_tuple()

@@ -9,13 +9,21 @@ ordinary event the policy must learn from.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.core.encoding import has_surrogate, utf8_safe
+
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+# Junk a model can write that Python's JSON reader would accept, or choke on with an exception:
+# integers past 64 bits (a 5000-digit one raises ValueError), NaN/Infinity, deep nesting.
+MAX_INT_DIGITS = 19
+INT_RANGE = (-(2**63), 2**63 - 1)
+MAX_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -34,10 +42,68 @@ class ParseFailure:
     raw: str = ""
 
 
+class _Rejected(ValueError):
+    """A JSON value no tool accepts; its message is meant for the model."""
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS or not INT_RANGE[0] <= int(text) <= INT_RANGE[1]:
+        raise _Rejected(f"integer {text[:24]}{'...' if len(text) > 24 else ''} is out of the 64-bit range")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Rejected(f"number {text[:24]} is out of range")
+    return value
+
+
+def _parse_constant(name: str) -> float:
+    raise _Rejected(f"{name} is not a JSON number")
+
+
+def _load(text: str) -> Any:
+    """`json.loads` that turns every kind of junk into `_Rejected` or `json.JSONDecodeError`."""
+    try:
+        value = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+        )
+    except RecursionError:
+        raise _Rejected(f"JSON nests deeper than {MAX_DEPTH} levels") from None
+    problem = _junk(value)
+    if problem:
+        raise _Rejected(problem)
+    return value
+
+
+def _junk(value: Any) -> str | None:
+    """Why a decoded JSON value cannot be used (too deep, invalid Unicode), or None."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"JSON nests deeper than {MAX_DEPTH} levels"
+        if isinstance(item, str) and has_surrogate(item):
+            return "text holds a lone surrogate (invalid Unicode)"
+        if isinstance(item, dict):
+            stack.extend((key, depth + 1) for key in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None
+
+
 def _decode_call(body: str) -> ParsedCall | ParseFailure:
     raw = body.strip()
+    if has_surrogate(raw):
+        return ParseFailure(
+            "tool call holds a lone surrogate (invalid Unicode); send UTF-8 text", utf8_safe(raw)
+        )
     try:
-        payload = json.loads(raw)
+        payload = _load(raw)
+    except _Rejected as exc:
+        return ParseFailure(f"tool call rejected: {exc}", raw)
     except json.JSONDecodeError as exc:
         return ParseFailure(f"tool call is not valid JSON ({exc.msg} at position {exc.pos})", raw)
     if not isinstance(payload, dict):
@@ -50,7 +116,9 @@ def _decode_call(body: str) -> ParsedCall | ParseFailure:
     arguments: Any = payload.get("arguments", payload.get("args", {}))
     if isinstance(arguments, str):  # OpenAI sends arguments as a JSON-encoded string
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = _load(arguments) if arguments.strip() else {}
+        except _Rejected as exc:
+            return ParseFailure(f"arguments of '{name}' rejected: {exc}", raw)
         except json.JSONDecodeError as exc:
             return ParseFailure(f"arguments of '{name}' are not valid JSON ({exc.msg})", raw)
     if arguments is None:

@@ -6,9 +6,10 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,16 +47,42 @@ class Tool:
             "function": {"name": self.name, "description": self.description, "parameters": schema},
         }
 
+    @cached_property
+    def accepted(self) -> frozenset[str] | None:
+        """Every argument name the model reads (field names and their aliases); None: it takes any."""
+        if self.arguments.model_config.get("extra") == "allow":
+            return None
+        names: set[str] = set()
+        for name, info in self.arguments.model_fields.items():
+            names.add(name)
+            for alias in (info.alias, info.validation_alias):
+                if isinstance(alias, str):
+                    names.add(alias)
+                elif isinstance(alias, AliasChoices):
+                    names.update(c for c in alias.choices if isinstance(c, str))
+        return frozenset(names)
+
     def validate(self, arguments: dict[str, Any]) -> BaseModel:
-        """Parse arguments; raises `ToolError` with a message that names every wrong field."""
+        """Parse arguments; raises `ToolError` with a message that names every wrong field.
+
+        An argument the tool does not take is an error too: dropped in silence, the model would
+        believe it had been applied (a filter, a passenger) when it had not."""
+        problems = []
+        if self.accepted is not None:
+            unknown = [key for key in arguments if key not in self.accepted]
+            problems += [f"{key[:64]}: not an argument of '{self.name}'" for key in unknown]
         try:
-            return self.arguments.model_validate(arguments)
+            parsed = self.arguments.model_validate(arguments)
         except ValidationError as exc:
-            problems = []
             for err in exc.errors(include_url=False):
-                where = ".".join(str(p) for p in err["loc"]) or "arguments"
+                where = ".".join(str(p)[:64] for p in err["loc"]) or "arguments"
                 problems.append(f"{where}: {err['msg']}")
-            raise ToolError(f"invalid arguments for '{self.name}': " + "; ".join(problems)) from None
+        if problems:
+            takes = ", ".join(sorted(self.accepted or ())) or "none"
+            raise ToolError(
+                f"invalid arguments for '{self.name}': " + "; ".join(problems) + f" (it takes: {takes})"
+            )
+        return parsed
 
 
 def tool(description: str, *, ends_episode: bool = False) -> Callable[[F], F]:
