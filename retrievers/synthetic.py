@@ -3,6 +3,11 @@ countries, and single- and two-hop questions over them.
 
 No pretrained model can know these answers, so an agent scores only by searching; the same seed
 always gives the same world. Scales to any passage count (the 100k-passage benchmark corpus).
+
+One question per company, so no two questions share their subject. A two-hop question names a
+company and asks about its founder or its headquarters city (the bridge): the company passage
+names the bridge but not the answer, and the bridge's passage holds the answer but never names the
+company, so the question's own words cannot reach the answer in one search.
 """
 
 from __future__ import annotations
@@ -141,25 +146,19 @@ def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = 
         c: (founders[i % len(founders)], rng.choice(cities), rng.randint(1850, 2015), rng.choice(INDUSTRIES))
         for i, c in enumerate(companies)
     }
-    founded_by = {facts[0]: c for c, facts in company_facts.items()}
+    population = {c: rng.randint(2, 900) * 1000 for c in cities}
 
     rows: list[tuple[str, str]] = []
     for country in countries:
         rows.append((country, f"{country} is a country. Its capital city is {capitals[country]}."))
     for city in cities:
         rows.append(
-            (
-                city,
-                f"{city} is a city in {city_country[city]}, with a population of "
-                f"{rng.randint(2, 900) * 1000}.",
-            )
+            (city, f"{city} is a city in {city_country[city]}, with a population of {population[city]}.")
         )
     for person in people:
         city, year, job = born[person]
-        text = f"{person} is a {job} born in {city} in {year}."
-        if person in founded_by:
-            text += f" {person} founded {founded_by[person]}."
-        rows.append((person, text))
+        # a person's passage never names their company: the company passage is the only way in
+        rows.append((person, f"{person} is a {job} born in {city} in {year}."))
     for company, (founder, city, year, industry) in company_facts.items():
         rows.append(
             (
@@ -174,35 +173,33 @@ def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = 
 
     qa: list[Question] = []
     for company, (founder, city, year, _industry) in company_facts.items():
-        kind = rng.randrange(5)
+        birth_city, birth_year, _job = born[founder]
         n = len(qa)
-        if kind == 0:
-            qa.append(Question(f"q{n}", f"Who founded {company}?", (founder,), (company,), 1))
-        elif kind == 1:
-            qa.append(Question(f"q{n}", f"In which year was {company} founded?", (str(year),), (company,), 1))
-        elif kind == 2:
-            birth_city = born[founder][0]
-            qa.append(Question(f"q{n}", f"In which city was {founder} born?", (birth_city,), (founder,), 1))
-        elif kind == 3:
-            qa.append(
-                Question(
-                    f"q{n}",
-                    f"In which city was the founder of {company} born?",
-                    (born[founder][0],),
-                    (company, founder),
-                    2,
-                )
+        kinds = [
+            (f"Who founded {company}?", founder, (company,)),
+            (f"In which year was {company} founded?", str(year), (company,)),
+            (f"In which city are the headquarters of {company}?", city, (company,)),
+        ]
+        # two hops: the company passage names the bridge (founder, city) but not the answer, and
+        # the passage with the answer does not name the company
+        if birth_city != city:
+            kinds.append(
+                (f"In which city was the founder of {company} born?", birth_city, (company, founder))
             )
-        else:
-            qa.append(
-                Question(
-                    f"q{n}",
-                    f"In which country are the headquarters of {company}?",
-                    (city_country[city],),
+        if birth_year != year:
+            kinds.append(
+                (f"In which year was the founder of {company} born?", str(birth_year), (company, founder))
+            )
+        if population[city] != year:
+            kinds.append(
+                (
+                    f"What is the population of the city where {company} has its headquarters?",
+                    str(population[city]),
                     (company, city),
-                    2,
                 )
             )
+        text, answer, evidence = kinds[rng.randrange(len(kinds))]
+        qa.append(Question(f"q{n}", text, (answer,), evidence, len(evidence)))
     if questions is not None:
         qa = qa[:questions]
     return World(seed, passage_rows, qa)

@@ -6,6 +6,10 @@ Each turn the model writes free text; the first `<search>query</search>` or
 `max_turns` searches one final turn remains in which searching returns nothing, so the model
 must answer. `info["env_spans"]` marks which characters of `env.rollout_text` the environment
 wrote, so a trainer can mask them out of the loss.
+
+Questions are split into train and test by question text (`agentrl.search.splits`); `info` names
+the task by an opaque `task_id` and never carries gold answers or evidence unless the operator built
+the env with `privileged_info=True` (for an oracle, SFT export or debugging).
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import re
 from typing import Any, ClassVar
 
 from agentrl.core import StepResult, TextEnv
+from agentrl.core.encoding import utf8_safe
 from agentrl.retrievers import Hit, Retriever
 from agentrl.retrievers.datasets import Question
 from agentrl.search.reward import answer_reward, exact_match, f1_score
-from agentrl.search.sources import get_retriever, load_source
+from agentrl.search.sources import get_retriever, load_source, load_split
+from agentrl.search.splits import check_split, task_id
 
 # Search-R1's prompt (its `make_prefix`, "base" template), word for word
 PROMPT = (
@@ -63,7 +69,7 @@ class SearchEnv(TextEnv):
     """
 
     default_max_turns: ClassVar[int] = 4
-    operator_kwargs = frozenset({"qa_path", "index_dir", "retrieval_url", "retriever"})
+    operator_kwargs = frozenset({"qa_path", "index_dir", "retrieval_url", "retriever", "privileged_info"})
 
     def __init__(
         self,
@@ -78,7 +84,9 @@ class SearchEnv(TextEnv):
         reward: str = "em",
         format_score: float = 0.0,
         world_seed: int = 0,
-        world_passages: int = 2000,
+        world_passages: int = 10_000,
+        split: str = "train",
+        privileged_info: bool = False,
         retriever: Retriever | None = None,
         render_mode: str | None = None,
         max_action_chars: int = 16_384,
@@ -99,11 +107,19 @@ class SearchEnv(TextEnv):
         self.topk = topk
         self.reward_metric = reward
         self.format_score = format_score
-        self.questions, rows = load_source(
-            dataset, world_seed=world_seed, world_passages=world_passages, qa_path=qa_path
-        )
+        self.split = check_split(split)
+        self.privileged_info = privileged_info
+        self.dataset = dataset
+        self._source: dict[str, Any] = {
+            "world_seed": world_seed,
+            "world_passages": world_passages,
+            "qa_path": qa_path,
+        }
+        self.source_key = f"qa:{qa_path}" if qa_path else f"{dataset}:{world_seed}:{world_passages}"
+        _, rows = load_source(dataset, **self._source)
+        self.questions = self.split_questions(self.split)
         if not self.questions:
-            raise ValueError("the QA set is empty")
+            raise ValueError(f"the {self.split} split of the QA set is empty")
         self.retriever = retriever or get_retriever(
             rows, backend=backend, index_dir=index_dir, retrieval_url=retrieval_url
         )
@@ -111,25 +127,46 @@ class SearchEnv(TextEnv):
         self.rollout_text = ""
         self.env_spans: list[tuple[int, int]] = []
 
+    def split_questions(self, split: str) -> list[Question]:
+        """The questions of `split` ("train" or "test") in this env's QA set."""
+        return load_split(self.dataset, check_split(split), **self._source)
+
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        split = check_split(options.get("split", self.split))
         if "question" in options:
             answers = options.get("answers") or options.get("golden_answers") or []
-            self.question = Question("custom", str(options["question"]), tuple(str(a) for a in answers))
+            self.question = Question(
+                "custom", utf8_safe(str(options["question"])), tuple(utf8_safe(str(a)) for a in answers)
+            )
         else:
+            questions = self.split_questions(split)
             index = options.get("question_index")
             if index is None:
-                index = int(self.np_random.integers(len(self.questions)))
-            self.question = self.questions[int(index) % len(self.questions)]
+                index = int(self.np_random.integers(len(questions)))
+            self.question = questions[int(index) % len(questions)]
         self.rollout_text = ""
         self.env_spans = []
         self.searches = 0
-        info = {
-            "question_id": self.question.id,
+        info: dict[str, Any] = {
+            "task_id": task_id(self.source_key, self.question),
+            "split": split,
             "question": self.question.question,
             "max_searches": self.max_searches,
             "env_spans": [],
         }
+        if self.privileged_info:
+            info["privileged"] = self._privileged()
         return PROMPT.format(question=self.question.question), info
+
+    def _privileged(self) -> dict[str, Any]:
+        """What only an operator may see: the answers and the passages (in hop order) that hold them."""
+        assert self.question is not None
+        return {
+            "question_id": self.question.id,
+            "answers": list(self.question.answers),
+            "evidence": list(self.question.evidence),
+            "hops": self.question.hops,
+        }
 
     def _record(self, action: str, observation: str) -> None:
         self.rollout_text += action
@@ -140,18 +177,14 @@ class SearchEnv(TextEnv):
     def _act(self, action: str) -> StepResult:
         assert self.question is not None
         golds = self.question.answers
+        action = utf8_safe(action)  # the query and the answer go on as text any encoder accepts
         match = ACTION.search(action)
         kind = match.group(1) if match else "invalid"
         content = match.group(2).strip() if match else ""
         info: dict[str, Any] = {"action": kind}
         if kind == "answer":
             reward = answer_reward(content, golds, self.reward_metric, self.format_score)
-            info.update(
-                answer=content,
-                em=exact_match(content, golds),
-                f1=f1_score(content, golds),
-                gold_answers=list(golds),
-            )
+            info.update(answer=content, em=exact_match(content, golds), f1=f1_score(content, golds))
             result = StepResult("", reward, True, False, info)
         elif kind == "search":
             info["query"] = content
@@ -171,9 +204,9 @@ class SearchEnv(TextEnv):
             result = StepResult(observation, 0.0, False, False, info)
         else:
             result = StepResult(INVALID_ACTION, 0.0, False, False, info)
-        if self.turn >= self.max_turns and not result.terminated:
-            info["gold_answers"] = list(golds)
-        self._record(action if isinstance(action, str) else "", result.observation)
+        if self.privileged_info and (result.terminated or self.turn >= self.max_turns):
+            info["privileged"] = self._privileged()
+        self._record(action, result.observation)
         info["env_spans"] = [list(span) for span in self.env_spans]
         info["searches"] = self.searches
         return result

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import string
 from collections import Counter
 from collections.abc import Sequence
 
-_PUNCTUATION = set(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+from agentrl.retrievers.datasets import normalize_answer
 
-
-def normalize_answer(text: str) -> str:
-    """Lowercase, strip punctuation, drop articles, collapse whitespace (SQuAD's, as Search-R1 uses)."""
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+__all__ = ["answer_reward", "exact_match", "f1_score", "normalize_answer"]
 
 
 def exact_match(prediction: str, golds: Sequence[str]) -> float:

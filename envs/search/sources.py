@@ -18,8 +18,10 @@ from agentrl.retrievers import Hit, Retriever, open_index
 from agentrl.retrievers.base import build_index
 from agentrl.retrievers.client import HttpRetriever
 from agentrl.retrievers.corpus import fingerprint, write_corpus
-from agentrl.retrievers.datasets import Question, fanoutqa_questions, load_qa, wiki_corpus
+from agentrl.retrievers.datasets import Question, load_qa, wiki_corpus
 from agentrl.retrievers.synthetic import generate_world
+from agentrl.retrievers.wiki_questions import wiki_questions
+from agentrl.search.splits import split_questions
 
 _open: dict[tuple[object, ...], Retriever] = {}
 _keep: list[object] = []
@@ -48,7 +50,7 @@ def cached_index(rows: list[dict[str, str]], backend: str) -> Path:
 
 @lru_cache(maxsize=8)
 def load_source(
-    dataset: str, *, world_seed: int = 0, world_passages: int = 2000, qa_path: str | None = None
+    dataset: str, *, world_seed: int = 0, world_passages: int = 10_000, qa_path: str | None = None
 ) -> tuple[list[Question], list[dict[str, str]] | None]:
     """Questions, and the corpus when the dataset brings its own (None: the user's index)."""
     if qa_path is not None:
@@ -58,9 +60,17 @@ def load_source(
         return world.questions, world.passages
     if dataset == "wiki":
         rows = wiki_corpus()
-        titles = {r["contents"].split("\n", 1)[0].strip('"') for r in rows}
-        return fanoutqa_questions(titles), rows
+        return wiki_questions(rows), rows
     raise ValueError(f"unknown dataset {dataset!r}: use 'synthetic', 'wiki', or qa_path= with your own index")
+
+
+@lru_cache(maxsize=16)
+def load_split(
+    dataset: str, split: str, *, world_seed: int = 0, world_passages: int = 10_000, qa_path: str | None = None
+) -> list[Question]:
+    """One split's questions, computed once per process like the source itself."""
+    questions, _ = load_source(dataset, world_seed=world_seed, world_passages=world_passages, qa_path=qa_path)
+    return split_questions(questions, split)
 
 
 class SharedRetriever(Retriever):

@@ -60,3 +60,24 @@ def test_no_call_gives_empty_list():
 def test_parser_never_raises(text):
     for item in parse_tool_calls(text):
         assert isinstance(item, ParsedCall | ParseFailure)
+
+
+def test_junk_json_is_a_failure_that_names_it():
+    cases = {
+        '{"name": "f", "arguments": {"n": ' + "7" * 5000 + "}}": "64-bit range",
+        '{"name": "f", "arguments": {"n": 9223372036854775808}}': "64-bit range",
+        '{"name": "f", "arguments": {"n": NaN}}': "NaN is not a JSON number",
+        '{"name": "f", "arguments": {"n": 2e308}}': "out of range",
+        '{"name": "f", "arguments": ' + "[" * 30_000 + "}": "nests deeper",
+        '{"name": "f\\udc00"}': "lone surrogate",
+        '{"name": "f\ud800"}': "lone surrogate",
+        '{"name": "f", "arguments": "{\\"n\\": Infinity}"}': "Infinity is not a JSON number",
+    }
+    for body, expected in cases.items():
+        [failure] = parse_tool_calls(f"<tool_call>{body}</tool_call>")
+        assert isinstance(failure, ParseFailure) and expected in failure.message, (body[:60], failure)
+        failure.message.encode("utf-8")
+    [edge] = parse_tool_calls(
+        '<tool_call>{"name": "f", "arguments": {"n": -9223372036854775808, "x": 1e308}}</tool_call>'
+    )
+    assert edge == ParsedCall("f", {"n": -(2**63), "x": 1e308})

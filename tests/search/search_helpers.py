@@ -12,4 +12,3 @@ def require_java() -> None:
     reason = java_available()
     if reason:
         unavailable(f"Lucene needs Java 21 and pyserini: {reason}")
-

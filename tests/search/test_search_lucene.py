@@ -8,6 +8,7 @@ from search_helpers import require_java
 from support import AppServer
 
 from agentrl.retrievers import build_index, open_index, split_title
+from agentrl.retrievers.lucene import MAX_QUERY_CHARS
 from agentrl.retrievers.server import create_app
 
 pytestmark = pytest.mark.java
@@ -53,6 +54,25 @@ def test_lucene_behind_search_r1_server(wiki_lucene):
         body = httpx.post(live.url + "/retrieve", json=payload, timeout=60).json()
     assert [len(r) for r in body["result"]] == [3, 3]
     assert body["result"][1][0]["document"]["contents"].startswith('"Mount Everest"')
+
+
+def test_an_over_long_query_is_truncated_and_hurts_only_itself(wiki_lucene):
+    # 1,500 distinct words: past Lucene's default limit of 1,024 clauses, under MAX_QUERY_CHARS
+    wordy = " ".join(f"zq{i}x" for i in range(1500)) + " Everest"
+    # far past MAX_QUERY_CHARS: what comes after the cut is not searched
+    endless = " ".join(f"zq{i}x" for i in range(5000)) + " Everest"
+    assert len(wordy) < MAX_QUERY_CHARS < len(endless)
+    hits = wiki_lucene.search(["Eiffel Tower", wordy, endless, "Mount \ud800 Everest", "Albert Einstein"], 3)
+    assert split_title(hits[0][0].contents)[0] == "Eiffel Tower"
+    assert split_title(hits[1][0].contents)[0] == "Mount Everest"
+    assert hits[2] == []
+    assert split_title(hits[3][0].contents)[0] == "Mount Everest"
+    assert split_title(hits[4][0].contents)[0] == "Albert Einstein"
+    with AppServer(create_app(wiki_lucene)) as live:
+        payload = {"queries": ["Eiffel Tower", endless, wordy], "topk": 2}
+        response = httpx.post(live.url + "/retrieve", json=payload, timeout=60)
+    assert response.status_code == 200
+    assert [len(r) for r in response.json()["result"]] == [2, 0, 2]
 
 
 def test_lucene_build_rejects_a_bad_corpus(tmp_path):

@@ -148,3 +148,43 @@ def test_full_queue_answers_503_and_one_thread_touches_the_retriever():
         codes = sorted(f.result().status_code for f in futures)
     assert 503 in codes and 200 in codes
     assert retriever.threads == {"retriever"}
+
+
+class FailsOnBoom(Retriever):
+    """Fails any batch holding the query "boom", the way Lucene failed a batch holding one query
+    of too many clauses; the first search waits, so the requests after it are batched together."""
+
+    backend = "boom"
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.batches: list[list[str]] = []
+
+    def search(self, queries, k=3):
+        if not self.batches:
+            self.entered.set()
+            self.release.wait(timeout=20)
+        self.batches.append(list(queries))
+        if "boom" in queries:
+            raise RuntimeError("this query breaks the backend")
+        return [[Hit("1", f'"{q}"\nbody', 1.0)] for q in queries]
+
+
+def test_a_failing_query_fails_only_its_own_request():
+    retriever = FailsOnBoom()
+    app = create_app(retriever)
+    with AppServer(app) as live, ThreadPoolExecutor(4) as pool:
+        post = lambda q: httpx.post(live.url + "/retrieve", json={"query": q}, timeout=30)  # noqa: E731
+        first = pool.submit(post, "hold")
+        assert retriever.entered.wait(timeout=20)
+        rest = [pool.submit(post, q) for q in ("good", "boom", "also good")]
+        deadline = time.monotonic() + 20
+        while app.state.worker.jobs.qsize() < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        retriever.release.set()
+        codes = [f.result().status_code for f in [first, *rest]]
+        bodies = [f.result().json() for f in [first, *rest]]
+    assert codes == [200, 200, 500, 200]
+    assert bodies[1]["result"][0][0]["contents"].startswith('"good"')
+    assert "this query breaks the backend" in bodies[2]["detail"]
+    assert any(len(batch) > 1 and "boom" in batch for batch in retriever.batches)  # they were batched
