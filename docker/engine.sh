@@ -70,10 +70,12 @@ if [ -z "$base" ]; then
     fi
 fi
 log "building $IMAGE FROM $base"
-# the local base already holds every package, so its build needs no network; a registry base
-# installs them with apt during the build
+# a base that already holds every package builds without a network; otherwise (a registry base, or
+# a local base made before packages.txt grew) the build installs the missing ones with apt
 network=none
-if [ -n "${AGENTRL_SANDBOX_BASE:-}" ]; then network=host; fi
+missing="$(docker run --rm -i --network none "$base" sh -c \
+    'for p in $(grep -v "^#" /dev/stdin); do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done' <"$here/packages.txt")"
+if [ -n "$missing" ]; then network=host; log "the base lacks: $(echo $missing)"; fi
 DOCKER_BUILDKIT=0 docker build -q --network "$network" --build-arg BASE="$base" \
     --label "org.agentrl.recipe=$recipe_hash" -t "$IMAGE" "$here" >/tmp/agentrl-build.log 2>&1 \
     || { tail -30 /tmp/agentrl-build.log >&2; exit 1; }

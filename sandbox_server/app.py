@@ -230,7 +230,9 @@ def create_app(
         response_class=Response,
         responses={200: {"content": {"application/octet-stream": {}, "application/x-tar": {}}}},
     )
-    async def get_file(sandbox_id: str, path: FilePath, archive: bool = False, tenant: str = Tenant) -> Response:
+    async def get_file(
+        sandbox_id: str, path: FilePath, archive: bool = False, tenant: str = Tenant
+    ) -> Response:
         sandbox = owned(sandbox_id, tenant)
         if archive:
             data = await on_sandbox(sandbox, sandbox.get_archive, path, max_request_bytes)

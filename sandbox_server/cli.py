@@ -19,6 +19,23 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="bearer token every call must carry (default: $AGENTRL_SANDBOX_TOKEN; none: open)",
     )
     serve.add_argument(
+        "--tenant",
+        action="append",
+        default=[],
+        metavar="NAME=TOKEN",
+        help="a tenant and its token (repeatable); a tenant sees and touches only its own sandboxes",
+    )
+    serve.add_argument(
+        "--allow-image",
+        action="append",
+        default=[],
+        metavar="IMAGE",
+        help="an image callers may ask for besides the default one (repeatable)",
+    )
+    serve.add_argument(
+        "--max-pending", type=int, default=8, help="calls running or waiting per sandbox; more get 429"
+    )
+    serve.add_argument(
         "--backend",
         choices=("docker", "local"),
         default="docker",
@@ -58,7 +75,18 @@ def serve_main(args: argparse.Namespace) -> int:
     except DockerUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    app = create_app(backend, token=args.token, max_request_bytes=args.max_request_mb << 20)
+    tenants = dict(reversed(item.split("=", 1)) for item in args.tenant if "=" in item)
+    if len(tenants) != len(args.tenant):
+        print("error: --tenant takes NAME=TOKEN", file=sys.stderr)
+        return 2
+    app = create_app(
+        backend,
+        token=args.token,
+        tokens=tenants,
+        allowed_images=args.allow_image,
+        max_request_bytes=args.max_request_mb << 20,
+        max_pending=args.max_pending,
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:

@@ -1,0 +1,130 @@
+"""No starvation, exact limits, flat memory: floods on one sandbox never stop the server."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from agentrl.sandbox_server.errors import CapacityError
+
+pytestmark = pytest.mark.docker
+
+
+def test_a_flood_of_execs_on_one_sandbox_starves_nothing(server):
+    headers = {"Authorization": f"Bearer {server.token}"}
+    create = lambda: httpx.post(server.url + "/v1/sandboxes", json={}, headers=headers, timeout=60)  # noqa: E731
+    offender, other = create().json()["sandbox_id"], create().json()["sandbox_id"]
+    url = f"{server.url}/v1/sandboxes/{offender}"
+    body = {"command": "sleep 120", "timeout_s": 300}
+    limits = httpx.Limits(max_connections=100)
+    with httpx.Client(headers=headers, timeout=60, limits=limits) as http:
+        pool = concurrent.futures.ThreadPoolExecutor(40)
+        floods = [pool.submit(http.post, url + "/exec", json=body) for _ in range(40)]
+        deadline = time.monotonic() + 30
+        while sum(f.done() for f in floods) < 32 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        busy = [f for f in floods if f.done()]
+        assert len(busy) == 32  # 8 run or wait (one at a time), the 32 others are refused at once
+        assert all(f.result().status_code == 429 for f in busy), {f.result().status_code for f in busy}
+        assert busy[0].result().json()["kind"] == "too_many_requests"
+        # everything else still answers at once
+        start = time.monotonic()
+        reply = http.post(f"{server.url}/v1/sandboxes/{other}/exec", json={"command": "echo ok"})
+        assert reply.json()["stdout"] == "ok\n"
+        code = http.post(server.url + "/run_code", json={"code": "print(1)"}, auth=("u", server.token))
+        assert code.json()["run_result"]["stdout"] == "1\n"
+        assert http.get(url).status_code == 200
+        assert time.monotonic() - start < 10
+        # DELETE of the offender works, and ends what it runs
+        start = time.monotonic()
+        assert http.delete(url).status_code == 204
+        assert time.monotonic() - start < 10
+        rest = [f.result(timeout=30) for f in floods if f not in busy]
+        assert len(rest) == 8 and all(r.status_code in (404, 410) for r in rest), [r.text for r in rest]
+        http.delete(f"{server.url}/v1/sandboxes/{other}")
+        pool.shutdown()
+
+
+def test_max_sandboxes_is_exact_under_concurrency():
+    from agentrl.sandbox_server.docker_backend import DockerBackend
+
+    with DockerBackend(pool_size=0, max_sandboxes=3, max_concurrent_creates=8) as backend:
+        barrier = threading.Barrier(12)
+
+        def create():
+            barrier.wait()
+            try:
+                return backend.create()
+            except CapacityError:
+                return None
+
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            made = [sb for sb in pool.map(lambda _: create(), range(12)) if sb is not None]
+        assert len(made) == 3 and len(backend.list()) == 3
+        assert len(backend.container_ids()) == 3
+
+
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+
+
+@pytest.fixture(scope="module")
+def cli_server():
+    from support import free_port
+
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentrl",
+        "sandbox",
+        "serve",
+        "--port",
+        str(port),
+        "--max-request-mb",
+        "100",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/v1/ping", timeout=1).text == "pong":
+                break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline and proc.poll() is None, "the server did not start"
+            time.sleep(0.2)
+    yield proc, url
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_uploads_and_output_floods_leave_server_memory_flat(cli_server):
+    proc, url = cli_server
+    sid = httpx.post(url + "/v1/sandboxes", json={}, timeout=60).json()["sandbox_id"]
+    files = f"{url}/v1/sandboxes/{sid}/files"
+    httpx.put(files, params={"path": "warm"}, content=b"x" * (2 << 20), timeout=60).raise_for_status()
+    before = peak_rss_mb(proc.pid)
+    data = os.urandom(60 << 20)
+    httpx.put(files, params={"path": "big"}, content=data, timeout=120).raise_for_status()
+    check = httpx.post(f"{url}/v1/sandboxes/{sid}/exec", json={"command": "stat -c %s big"}, timeout=60)
+    assert check.json()["stdout"] == f"{60 << 20}\n"
+    flood = {"command": "head -c 50000000 /dev/urandom", "timeout_s": 60, "max_output_bytes": 65536}
+    reply = httpx.post(f"{url}/v1/sandboxes/{sid}/exec", json=flood, timeout=120).json()
+    assert reply["stdout_bytes"] == 50_000_000 and reply["truncated"]
+    growth = peak_rss_mb(proc.pid) - before
+    assert growth < 40, f"peak memory grew {growth:.0f} MB for a 60 MB upload and a 50 MB flood"
+    httpx.delete(f"{url}/v1/sandboxes/{sid}", timeout=60)
