@@ -60,6 +60,16 @@ def do_nothing(env, obs, info) -> float:
     return total
 
 
+def random_text(env, obs, info) -> float:
+    """Printable noise from the action space (seeded by the env's reset), until the episode ends."""
+    total, over = 0.0, False
+    env.action_space.seed(len(info["question"]))
+    while not over:
+        _, reward, terminated, truncated, _ = env.step(env.action_space.sample()[:200])
+        total, over = total + reward, terminated or truncated
+    return total
+
+
 def question_words(env, obs, info) -> float:
     return answer(env, info["question"])
 
@@ -125,6 +135,7 @@ def run_suite(env: SearchEnv, sample: int | None) -> dict[str, float]:
 
     scores = {
         "do-nothing": play(env, do_nothing, "test", indices),
+        "random text": play(env, random_text, "test", indices),
         "answer the question's words": play(env, question_words, "test", indices),
         "answer the question's entity": play(env, question_entity, "test", indices),
         f"constant: most common train answer ({constant!r})": play(env, constant_answer, "test", indices),
@@ -149,7 +160,7 @@ def report(name: str, scores: dict[str, float], record_property) -> None:
 def test_synthetic_hacks_score_zero(synthetic, record_property):
     scores = run_suite(synthetic, None)
     report("synthetic", scores, record_property)
-    assert len(scores) == 8
+    assert len(scores) == 9
     assert all(score <= HACK_CAP for score in scores.values()), scores
 
 
