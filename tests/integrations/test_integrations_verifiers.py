@@ -47,8 +47,7 @@ async def one_rollout(env: Any, model_url: str) -> Any:
         return await env.run_slot(slot, ctx)
 
 
-def test_one_rollout_records_the_env_reward(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path))  # verifiers keeps runtime scratch folders under ~/.cache
+def test_one_rollout_records_the_env_reward():
     seed, actions = solved_seed("train")
     app, seen = scripted_model(actions)
     with served() as url, AppServer(app) as model:
@@ -86,8 +85,7 @@ def test_the_taskset_loads_seeded_tasks_and_bundles_its_harness():
     assert env.config.agent_harnesses()["player"].id == "agentrl-verifiers"
 
 
-def test_a_failing_model_still_deletes_the_episode(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path))
+def test_a_failing_model_still_deletes_the_episode():
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
