@@ -11,10 +11,17 @@ How many packs of a kind run at once follows how much of their time is CPU: call
 the GIL runs one anyway and more threads only trade it back and forth, starving the event loop.
 The CPU share is sampled only from packs that ran alone: a thread waiting for the GIL burns no
 CPU time, so under contention CPU-bound work would look like waiting and get ever more threads.
+A kind running on every thread gets a pack alone every `RESAMPLE_EVERY` packs (the others wait for
+the threads to drain), so that a kind whose first calls waited and whose later ones compute is
+seen for what it became.
+Likewise time spent runnable but off the CPU (a busy machine running other processes) is taken
+out of the wall time where Linux reports it (`/proc/thread-self/schedstat`), or CPU-bound work on
+a loaded machine would look like waiting too.
 
-Calls that are both short (under `inline_below_s` each) and CPU-bound run on the event loop
-itself, a pack per loop iteration: the GIL would run them one at a time anyway, and handing them
-to a thread and back costs more than they do. The loop still polls its sockets between packs.
+Calls measured short (under `inline_below_s` each, whether they compute or wait) run on the event
+loop itself, a pack per loop iteration: handing them to a thread and back costs more than they do,
+and the GIL would mostly run them one at a time anyway. The loop still polls its sockets between
+packs, so no pack holds it longer than about `target_s`.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,6 +39,8 @@ from typing import Any
 
 _Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future]
 _Outcome = tuple[asyncio.Future, Any, BaseException | None]
+MIN_SAMPLES = 3
+RESAMPLE_EVERY = 64
 
 
 class PackedExecutor:
@@ -45,7 +56,10 @@ class PackedExecutor:
         self._pending: dict[str, list[_Call]] = {}
         self._waiting: dict[str, deque[list[_Call]]] = {}
         self._running: dict[str, int] = {}
+        self._samples: dict[str, int] = {}  # CPU-share samples taken, by kind
+        self._unsampled: dict[str, int] = {}  # packs started since the last sample, by kind
         self._busy = 0  # packs in flight, all kinds
+        self._launches = 0  # packs started so far, all kinds
         self._scheduled = False
 
     def run(self, kind: str, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
@@ -65,13 +79,16 @@ class PackedExecutor:
         return max(1, min(self.max_pack, int(self.target_s / max(cost, 1e-7))))
 
     def concurrency(self, kind: str) -> int:
+        """All threads for calls that mostly wait; one pack at a time otherwise, and until a few
+        samples say which (one odd first call must not hand a CPU-bound kind every thread)."""
         share = self.cpu_share.get(kind)
-        return self.workers if share is not None and share < 0.5 else 1
+        sampled = self._samples.get(kind, 0) >= MIN_SAMPLES
+        return self.workers if sampled and share is not None and share < 0.5 else 1
 
     def inline(self, kind: str) -> bool:
-        """Whether calls of `kind` run on the event loop: measured short and CPU-bound."""
-        cost, share = self.cost.get(kind), self.cpu_share.get(kind)
-        return cost is not None and share is not None and cost < self.inline_below_s and share >= 0.8
+        """Whether calls of `kind` run on the event loop: measured short."""
+        cost = self.cost.get(kind)
+        return cost is not None and cost < self.inline_below_s
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         self._scheduled = False
@@ -85,52 +102,65 @@ class PackedExecutor:
     def _pump(self, loop: asyncio.AbstractEventLoop, kind: str) -> None:
         waiting = self._waiting[kind]
         while waiting and self._running.get(kind, 0) < self.concurrency(kind):
+            if self._busy and self._unsampled.get(kind, 0) >= RESAMPLE_EVERY:
+                break  # the next pack goes alone, once the threads have drained
             pack = waiting.popleft()
-            uncontended = self._busy == 0
+            # a pack ran alone if nothing else ran when it started and nothing started before its end
+            launch = self._launches + 1 if self._busy == 0 else None
             if self.inline(kind):
-                self._running[kind] = self._running.get(kind, 0) + 1
-                self._busy += 1
-                loop.call_soon(self._deliver, loop, kind, *self._run_pack(pack, uncontended))
+                self._started(kind)
+                loop.call_soon(self._deliver, loop, kind, launch, *self._run_pack(pack))
                 continue
             try:
-                self.pool.submit(self._in_thread, loop, kind, pack, uncontended)
+                self.pool.submit(self._in_thread, loop, kind, pack, launch)
             except RuntimeError as exc:  # the pool was shut down
                 for _, _, future in pack:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            self._running[kind] = self._running.get(kind, 0) + 1
-            self._busy += 1
+            self._started(kind)
 
-    def _in_thread(self, loop: asyncio.AbstractEventLoop, kind: str, pack: list[_Call], uncontended: bool
+    def _started(self, kind: str) -> None:
+        self._unsampled[kind] = self._unsampled.get(kind, 0) + 1
+        self._running[kind] = self._running.get(kind, 0) + 1
+        self._busy += 1
+        self._launches += 1
+
+    def _in_thread(self, loop: asyncio.AbstractEventLoop, kind: str, pack: list[_Call], launch: int | None
                    ) -> None:
-        delivery = self._run_pack(pack, uncontended)
+        delivery = self._run_pack(pack)
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            loop.call_soon_threadsafe(self._deliver, loop, kind, *delivery)
+            loop.call_soon_threadsafe(self._deliver, loop, kind, launch, *delivery)
 
     @staticmethod
-    def _run_pack(pack: list[_Call], uncontended: bool) -> tuple[list[_Outcome], float, float | None]:
-        """Run a pack; returns its outcomes, the wall time per call, and its CPU share if it ran alone."""
+    def _run_pack(pack: list[_Call]) -> tuple[list[_Outcome], float, float]:
+        """Run a pack; returns its outcomes, the time per call, and its CPU share."""
         outcomes: list[_Outcome] = []
-        started, cpu_started = time.perf_counter(), time.thread_time()
+        started, (cpu_started, queued_started) = time.perf_counter(), _thread_clock()
         for fn, args, future in pack:
             try:
                 outcomes.append((future, fn(*args), None))
             except BaseException as exc:
                 outcomes.append((future, None, exc))
-        wall = time.perf_counter() - started
-        cpu = time.thread_time() - cpu_started
-        share = (cpu / wall if wall > 0 else 1.0) if uncontended else None
-        return outcomes, wall / len(pack), share
+        cpu_ended, queued_ended = _thread_clock()
+        # the time it had a CPU or waited for something other than a CPU
+        wall = max(time.perf_counter() - started - (queued_ended - queued_started), 1e-9)
+        return outcomes, wall / len(pack), min(1.0, (cpu_ended - cpu_started) / wall)
 
-    def _deliver(self, loop: asyncio.AbstractEventLoop, kind: str, outcomes: list[_Outcome],
-                 per_call: float, cpu_share: float | None) -> None:
+    def _deliver(self, loop: asyncio.AbstractEventLoop, kind: str, launch: int | None,
+                 outcomes: list[_Outcome], per_call: float, cpu_share: float) -> None:
         self._running[kind] -= 1
         self._busy -= 1
         self.cost[kind] = _average(self.cost.get(kind), per_call)
-        if cpu_share is not None:
-            self.cpu_share[kind] = _average(self.cpu_share.get(kind), min(cpu_share, 1.0))
+        if launch is not None and launch == self._launches:  # it ran alone: its CPU share is its own
+            self.cpu_share[kind] = _average(self.cpu_share.get(kind), cpu_share)
+            self._samples[kind] = self._samples.get(kind, 0) + 1
+            self._unsampled[kind] = 0
         self._pump(loop, kind)
+        if not self._busy:  # a kind may be waiting for the threads to drain
+            for other, waiting in self._waiting.items():
+                if waiting and other != kind:
+                    self._pump(loop, other)
         for future, value, exc in outcomes:
             if future.cancelled():
                 continue
@@ -147,6 +177,22 @@ class PackedExecutor:
                         future.cancel()
             waiting.clear()
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+_schedstat = threading.local()
+
+
+def _thread_clock() -> tuple[float, float]:
+    """Seconds the calling thread has run on a CPU, and has waited runnable for one where Linux says
+    (0 elsewhere). The CPU time is the thread's clock: schedstat's own lags until a context switch."""
+    fd = getattr(_schedstat, "fd", None)
+    if fd is None:
+        try:
+            fd = _schedstat.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            fd = _schedstat.fd = -1
+    queued = int(os.pread(fd, 128, 0).split()[1]) / 1e9 if fd >= 0 else 0.0
+    return time.thread_time(), queued
 
 
 def _average(old: float | None, new: float) -> float:

@@ -10,14 +10,3 @@ FLIGHTS = "agentrl/Flights-v0"
 
 def call(name: str, **arguments) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
-def flights_ready() -> bool:
-    """Flights-v0 is served once its module exists; until then its tests skip."""
-    try:
-        from agentrl.registration import load_env_class
-
-        load_env_class(FLIGHTS)
-    except (ImportError, AttributeError):
-        return False
-    return True

@@ -9,13 +9,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from server_helpers import ECHO, FLIGHTS, call, flights_ready
+from server_helpers import ECHO, FLIGHTS, call
 
 from agentrl.client import EnvClient, RemoteEnv
 from agentrl.core import TextSpace
 
 Policy = Callable[[str, dict[str, Any]], str]
-needs_flights = pytest.mark.skipif(not flights_ready(), reason="Flights-v0 is not installed here")
 
 
 def random_policy(seed: int) -> Policy:
@@ -62,11 +61,9 @@ def oracle(seed: int) -> Policy:
 CASES = [
     pytest.param(ECHO, {}, lambda s: random_policy(s), id="echo-random"),
     pytest.param(ECHO, {}, lambda s: echo_policy, id="echo-scripted"),
-    pytest.param(FLIGHTS, {}, oracle, id="flights-oracle", marks=needs_flights),
-    pytest.param(FLIGHTS, {"stochastic": True}, oracle, id="flights-stochastic",
-                 marks=needs_flights),
-    pytest.param(FLIGHTS, {}, lambda s: flights_policy("random", s), id="flights-random",
-                 marks=needs_flights),
+    pytest.param(FLIGHTS, {}, oracle, id="flights-oracle"),
+    pytest.param(FLIGHTS, {"stochastic": True}, oracle, id="flights-stochastic"),
+    pytest.param(FLIGHTS, {}, lambda s: flights_policy("random", s), id="flights-random"),
 ]
 
 
@@ -86,7 +83,7 @@ def test_remote_transcript_equals_local(base_url, env_id, kwargs, make_policy):
     remote.close()
 
 
-@pytest.mark.parametrize("env_id", [ECHO, pytest.param(FLIGHTS, marks=needs_flights)])
+@pytest.mark.parametrize("env_id", [ECHO, FLIGHTS])
 def test_render_matches_local(base_url, env_id):
     local = gym.make(env_id, render_mode="ansi")
     remote = gym.make(env_id, base_url=base_url, render_mode="ansi")
@@ -100,7 +97,7 @@ def test_render_matches_local(base_url, env_id):
 
 @pytest.mark.parametrize(
     ("env_id", "make_policy"),
-    [(ECHO, random_policy), pytest.param(FLIGHTS, oracle, marks=needs_flights)],
+    [(ECHO, random_policy), (FLIGHTS, oracle)],
 )
 def test_concurrent_episodes_never_see_each_other(base_url, env_id, make_policy):
     """Sixteen episodes interleaved on one server each replay exactly as alone, in-process."""

@@ -92,7 +92,7 @@ def test_after_shutdown_calls_fail_instead_of_hanging():
     asyncio.run(main())
 
 
-def test_short_cpu_bound_calls_run_on_the_event_loop_and_waiting_ones_do_not():
+def test_short_calls_run_on_the_event_loop_and_long_ones_do_not():
     import threading
 
     def where(_: int) -> int:

@@ -13,13 +13,13 @@ import time
 
 import httpx
 import pytest
-from server_helpers import ECHO, FLIGHTS, call, flights_ready
+from server_helpers import FLIGHTS, call
 
 from agentrl.client import AsyncEnvClient, StepResult
 from agentrl.server.local import free_port
 
 EPISODES = 1000
-ENV_ID = FLIGHTS if flights_ready() else ECHO
+ENV_ID = FLIGHTS
 
 
 def rss_bytes(pid: int) -> int:

@@ -9,13 +9,11 @@ import gymnasium as gym
 import httpx
 import pytest
 import websockets
-from server_helpers import ECHO, FLIGHTS, call, flights_ready
+from openenv.core.generic_client import GenericEnvClient
+from server_helpers import ECHO, FLIGHTS, call
 
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
-
-openenv_client = pytest.importorskip("openenv.core.generic_client", reason="openenv-core is not installed")
-GenericEnvClient = openenv_client.GenericEnvClient
 
 
 def local_transcript(env_id: str, seed: int, actions: list[str]) -> list[tuple]:
@@ -45,8 +43,7 @@ async def openenv_transcript(url: str, seed: int, actions: list[str], **reset_ex
     return out
 
 
-@pytest.mark.parametrize("env_id", [ECHO, pytest.param(FLIGHTS, marks=pytest.mark.skipif(
-    not flights_ready(), reason="Flights-v0 is not installed here"))])
+@pytest.mark.parametrize("env_id", [ECHO, FLIGHTS])
 def test_openenv_client_plays_like_the_local_env(base_url, env_id):
     actions = [call("echo", text="hi"), "not a call", call("finish", answer="golf")]
     expected = local_transcript(env_id, 11, actions)
