@@ -4,7 +4,9 @@
     python bench/sandbox.py --quick    # fewer repetitions
 
 Baselines measured in the same run: a container start (cold create), `docker exec` through the CLI
-and through the SDK, SWE-ReX's `run_in_session` (its server on 127.0.0.1, if `swe-rex` is installed).
+and through the SDK, SWE-ReX's `run_in_session` (its server on 127.0.0.1, if `swe-rex` is installed),
+python3 started on the host and through `docker exec` (for /run_code). The server's peak memory
+under 50 MB output floods is read from its own process.
 Needs a Docker engine and the sandbox image (`bash docker/engine.sh`).
 """
 
@@ -77,12 +79,13 @@ def bench_create(reps: int) -> tuple[list[float], list[float]]:
     return cold, warm
 
 
-def bench_swerex(reps: int) -> list[float] | None:
+def bench_swerex(reps: int) -> list[float] | str:
+    """SWE-ReX's session latency, or why it could not be measured (shown in the table)."""
     try:
         from swerex.runtime.abstract import BashAction, CreateBashSessionRequest
         from swerex.runtime.remote import RemoteRuntime
     except ImportError:
-        return None
+        return "swe-rex not installed"
     port = free_port()
     server = subprocess.Popen(
         [
@@ -118,6 +121,8 @@ def bench_swerex(reps: int) -> list[float] | None:
 
     try:
         return asyncio.run(run())
+    except Exception as exc:  # the baseline's own failure is reported, not ours
+        return f"swe-rex failed: {type(exc).__name__}"
     finally:
         server.terminate()
         server.wait()
@@ -152,40 +157,63 @@ def bench_throughput(backend: DockerBackend, concurrency: int, seconds: float) -
     return sum(counts) / elapsed
 
 
-def bench_run_code(reps: int) -> tuple[list[float], float]:
-    import uvicorn
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
 
-    from agentrl.sandbox_server.app import create_app
 
-    backend = DockerBackend(pool_size=4)
+def bench_server(reps: int) -> dict[str, object]:
+    """/run_code latency and the server's peak memory under floods, against `agentrl sandbox serve`
+    started as its own process (so its memory is its own)."""
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(backend), host="127.0.0.1", port=port, log_level="warning")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agentrl", "sandbox", "serve", "--port", str(port), "--pool-size", "4"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    url = f"http://127.0.0.1:{port}/run_code"
-    out = []
-    big_ms = 0.0
+    url = f"http://127.0.0.1:{port}"
+    out: dict[str, object] = {}
     try:
-        with httpx.Client(timeout=120) as client:
-            client.post(url, json={"code": "print(1)", "language": "python"})  # warm-up: first runner
+        with httpx.Client(base_url=url, timeout=120) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if client.get("/v1/ping").text == "pong":
+                        break
+                except httpx.HTTPError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the sandbox server did not start") from None
+                    time.sleep(0.2)
+            call = {"code": "print(1)", "language": "python"}
+            for _ in range(16):  # warm-up: the runners exist
+                client.post("/run_code", json=call)
+            times = []
             for _ in range(reps):
                 start = time.perf_counter()
-                reply = client.post(url, json={"code": "print(1)", "language": "python"}).json()
-                out.append((time.perf_counter() - start) * 1000.0)
+                reply = client.post("/run_code", json=call).json()
+                times.append((time.perf_counter() - start) * 1000.0)
                 assert reply["run_result"]["stdout"] == "1\n", reply
+            out["run_code"] = times
+            sid = client.post("/v1/sandboxes", json={}).json()["sandbox_id"]
+            flood = "python3 -c \"print('x' * 50_000_000)\""
+            client.post(f"/v1/sandboxes/{sid}/exec", json={"command": "true"})
+            before = peak_rss_mb(server.pid)
+            for mode in ("session", "oneshot"):
+                reply = client.post(
+                    f"/v1/sandboxes/{sid}/exec", json={"command": flood, "mode": mode, "timeout_s": 60}
+                ).json()
+                assert reply["truncated"] and reply["stdout_bytes"] == 50_000_001, reply["status"]
             start = time.perf_counter()
-            reply = client.post(url, json={"code": "print('x' * 50_000_000)", "run_timeout": 60}).json()
-            big_ms = (time.perf_counter() - start) * 1000.0
+            big = {"code": "print('x' * 50_000_000)", "run_timeout": 60}
+            reply = client.post("/run_code", json=big).json()
+            out["big_ms"] = (time.perf_counter() - start) * 1000.0
             assert reply["status"] == "Success", reply["status"]
+            out["rss_before"], out["rss_after"] = before, peak_rss_mb(server.pid)
+            client.delete(f"/v1/sandboxes/{sid}")
     finally:
-        server.should_exit = True
-        thread.join(10)
-        backend.close()
-    return out, big_ms
+        server.terminate()
+        server.wait(60)
+    return out
 
 
 def main() -> int:
@@ -258,7 +286,7 @@ def main() -> int:
         )
         with console.status("SWE-ReX run_in_session"):
             swerex = bench_swerex(n_slow)
-        if swerex:
+        if not isinstance(swerex, str):
             rows.append(
                 (
                     "session exec (median)",
@@ -276,7 +304,7 @@ def main() -> int:
                 )
             )
         else:
-            rows.append(("session exec", f"{median(agent):.2f} ms", "swe-rex not installed", "-"))
+            rows.append(("session exec", f"{median(agent):.2f} ms", swerex, "-"))
 
         with console.status("50 MB of output"):
             start = time.perf_counter()
@@ -314,8 +342,9 @@ def main() -> int:
                 )
             )
 
-    with console.status("/run_code"):
-        run_code, run_code_big = bench_run_code(n_slow)
+    with console.status("/run_code and server memory"):
+        served = bench_server(n_slow * 3)
+    run_code, run_code_big = served["run_code"], served["big_ms"]
     rows.append(
         (
             "/run_code print(1) (median)",
@@ -328,23 +357,45 @@ def main() -> int:
     host = timings(
         lambda: subprocess.run(["python3", "-c", "print(1)"], capture_output=True, check=True), n_slow
     )
-    rows.append(
-        (
-            "/run_code print(1) (median)",
-            f"{median(run_code):.1f} ms",
-            f"{median(host):.1f} ms python3 started on the host, unisolated",
-            f"{median(host) / median(run_code):.2f}x",
+    with DockerBackend(pool_size=0) as backend, backend.create() as sb:
+        cid = backend._sandboxes[sb.sandbox_id][1]
+        docker_py = timings(
+            lambda: subprocess.run(
+                ["docker", "exec", cid, "python3", "-c", "print(1)"], capture_output=True, check=True
+            ),
+            n_slow,
         )
-    )
-    rows.append(
-        ("/run_code print(1) (p99)", f"{p99(run_code):.1f} ms", f"{p99(host):.1f} ms host python3", "-")
-    )
+    for name, base in (("python3 started on the host, unisolated", host), ("docker exec python3", docker_py)):
+        rows.append(
+            (
+                "/run_code print(1) (median)",
+                f"{median(run_code):.1f} ms",
+                f"{median(base):.1f} ms {name}",
+                f"{median(base) / median(run_code):.2f}x",
+            )
+        )
+        rows.append(
+            (
+                "/run_code print(1) (p99)",
+                f"{p99(run_code):.1f} ms",
+                f"{p99(base):.1f} ms {name}",
+                f"{p99(base) / p99(run_code):.2f}x",
+            )
+        )
     rows.append(
         (
             "/run_code 50 MB print",
             f"{run_code_big:.0f} ms",
             "10 s time-out in SandboxFusion (quoted)",
             f"{10000 / run_code_big:.0f}x",
+        )
+    )
+    rows.append(
+        (
+            "server peak RSS, 3 x 50 MB of output",
+            f"{served['rss_after']:.0f} MB",
+            f"{served['rss_before']:.0f} MB before the floods",
+            f"+{served['rss_after'] - served['rss_before']:.0f} MB",
         )
     )
 

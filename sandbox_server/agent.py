@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import secrets
+import select
 import selectors
 import shlex
 import shutil
@@ -262,6 +263,7 @@ class Zygote:
 
 
 def serve_zygote(sock):
+    site.main()  # once here, not in every script: site-packages are on the path of every fork
     while True:
         msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
         if not msg:
@@ -347,8 +349,9 @@ class Agent:
         """Back to a new sandbox: no process, file or IPC object of the user left (run_code runners)."""
         if not SWITCH:
             raise RuntimeError("wiping needs the agent to run commands as another user")
-        self.op_reset(req)
-        as_user(wipe_files)
+        self.stop_shell()
+        as_user(lambda: kill_everything() + wipe_files())
+        self.kept = set()
         left = [d for d in WIPED if os.path.isdir(d) and os.listdir(d)]
         for name in os.listdir(STATE_DIR):
             os.unlink(os.path.join(STATE_DIR, name))
@@ -615,10 +618,11 @@ def kill_everything():
     """As the user: SIGKILL every other process of the user until none is left."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
-        try:
+        # kill(-1) succeeds while any process is left in the namespace, signalled or not: look
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            return b""
+        if not [pid for pid in user_processes() if pid != os.getpid()]:
+            break
         time.sleep(0.001)
     return b""
 
@@ -725,7 +729,6 @@ def run_script(path, env):
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
     sys.argv = [path]
     sys.path.insert(0, WORKDIR)
-    site.main()
     main = types.ModuleType("__main__")
     main.__file__ = path
     sys.modules["__main__"] = main
@@ -764,11 +767,7 @@ def read_frames(requests):
     fd = sys.stdin.fileno()
     buf = bytearray()
     while True:
-        ready = True
-        if WATCHDOG_S > 0:
-            with selectors.DefaultSelector() as sel:
-                sel.register(fd, selectors.EVENT_READ)
-                ready = bool(sel.select(WATCHDOG_S))
+        ready = WATCHDOG_S <= 0 or bool(select.select([fd], [], [], WATCHDOG_S)[0])
         chunk = os.read(fd, 1 << 20) if ready else b""
         if not chunk:
             die("the host went away" if ready else f"no word from the host for {WATCHDOG_S:g} s")

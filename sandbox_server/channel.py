@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import secrets
-import selectors
+import select
 import socket
 import struct
 import subprocess
@@ -43,10 +43,10 @@ class Channel(Protocol):
 
 
 def _wait_readable(fd: int, timeout: float | None) -> None:
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            raise TimeoutError
+    poller = select.poll()  # not select(): a busy server has descriptors past FD_SETSIZE
+    poller.register(fd, select.POLLIN)
+    if not poller.poll(None if timeout is None else timeout * 1000.0):
+        raise TimeoutError
 
 
 class AttachChannel:

@@ -39,7 +39,7 @@ def b64decode(data: str, what: str) -> bytes:
 
 class RunCodeService:
     def __init__(
-        self, backend: Backend, *, max_uses: int = 1000, max_idle: int = 8, metrics: Metrics | None = None
+        self, backend: Backend, *, max_uses: int = 1000, max_idle: int = 16, metrics: Metrics | None = None
     ):
         self.backend = backend
         self.max_uses = max_uses
