@@ -1,5 +1,6 @@
 """Benchmark of Bash-v0 / Code-v0 episodes: reset latency with and without the warm container pool,
-and tool-call latency in-process vs through `agentrl serve` (loopback).
+tool-call latency in-process vs through `agentrl serve` (loopback), and the latency of `finish`
+(every process of the agent killed, then the host-side verdict).
 
     .venv/bin/python bench/code_envs.py            # full run (~2 minutes)
     .venv/bin/python bench/code_envs.py --quick    # short run (~40 s)
@@ -31,7 +32,7 @@ from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 
 console = Console(width=120)
-TASK = "log_errors/0"
+FAMILY = "log_errors"
 
 
 def call(name: str, **arguments: Any) -> str:
@@ -49,16 +50,27 @@ def timed(fn: Callable[[], Any], n: int, pause_s: float = 0.0) -> np.ndarray:
     return np.array(samples)
 
 
-def resets(env: gym.Env, n: int, pause_s: float, task_id: str = TASK) -> np.ndarray:
-    env.reset(options={"task_id": task_id})  # warm-up: imports, first pool fill
+def resets(env: gym.Env, n: int, pause_s: float, family: str = FAMILY) -> np.ndarray:
+    env.reset(seed=0, options={"family": family})  # warm-up: imports, first pool fill
     time.sleep(1.0)
-    return timed(lambda: env.reset(options={"task_id": task_id}), n, pause_s)
+    return timed(lambda: env.reset(options={"family": family}), n, pause_s)
 
 
 def tool_calls(env: gym.Env, action: str, n: int) -> np.ndarray:
-    env.reset(options={"task_id": TASK} if "Bash" in str(env.spec.id) else {"task_id": "implement/0"})
+    env.reset(options={"family": FAMILY if "Bash" in str(env.spec.id) else "implement"})
     env.step(action)  # warm-up
     return timed(lambda: env.step(action), n)
+
+
+def finishes(env: gym.Env, family: str, n: int) -> np.ndarray:
+    """`finish` right after a reset: processes reset, facts gathered one-shot, verdict on the host."""
+    samples = []
+    for seed in range(n):
+        env.reset(seed=seed, options={"family": family})
+        start = time.perf_counter()
+        env.step(call("finish", answer=""))
+        samples.append((time.perf_counter() - start) * 1000)
+    return np.array(samples)
 
 
 def machine() -> str:
@@ -89,13 +101,15 @@ def main() -> None:
         rows.append(("reset Bash-v0, no pool (baseline)", resets(cold, n_reset, pause), "in-process"))
         rows.append(("reset Bash-v0, warm pool", resets(warm, n_reset, pause), "in-process"))
         rows.append(
-            ("reset Bash-v0 git task, warm pool", resets(warm, n_reset, pause, "git_ops/0"), "in-process")
+            ("reset Bash-v0 git task, warm pool", resets(warm, n_reset, pause, "git_ops"), "in-process")
         )
         bash_local = tool_calls(warm, call("execute_bash", command="echo hi"), n_call)
         read_local = tool_calls(warm, call("read_file", path="logs/app.log"), n_call)
         cold.close()
         code = make("agentrl/Code-v0", pool_size=4)
         python_local = tool_calls(code, call("run_python", code="x = 1 + 1"), max(10, n_call // 4))
+        finish_bash = finishes(warm, FAMILY, max(4, n_reset // 2))
+        finish_code = finishes(code, "module_suite", max(4, n_reset // 2))
         code.close()
     with console.status("through the server"), serve_in_thread(ServerConfig()) as url:
         remote = make("agentrl/Bash-v0", base_url=url, pool_size=4)
@@ -108,6 +122,8 @@ def main() -> None:
         ("execute_bash 'echo hi'", bash_remote, "HTTP"),
         ("read_file (40 KB log)", read_local, "in-process"),
         ("run_python cell (Code-v0)", python_local, "in-process"),
+        ("finish -> verdict, Bash-v0 log_errors", finish_bash, "in-process"),
+        ("finish -> verdict, Code-v0 module_suite", finish_code, "in-process"),
     ]
 
     table = Table(title="Bash-v0 / Code-v0 latency (ms)")
@@ -115,7 +131,7 @@ def main() -> None:
         table.add_column(column, justify="left" if column in ("measurement", "via") else "right")
     baselines = {"reset": np.median(rows[0][1]), "tool": np.median(bash_local)}
     for name, samples, via in rows:
-        base = baselines["reset" if name.startswith("reset") else "tool"]
+        base = baselines["reset" if name.startswith(("reset", "finish")) else "tool"]
         ratio = np.median(samples) / base
         table.add_row(
             name,

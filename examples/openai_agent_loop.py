@@ -89,10 +89,10 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--task-id", help="e.g. log_errors/3; default: chosen by the seed")
+    parser.add_argument("--family", help="a task family, e.g. log_errors; default: chosen by the seed")
     parser.add_argument("--max-turns", type=int, default=20)
     args = parser.parse_args()
-    options = {"task_id": args.task_id} if args.task_id else None
+    options = {"family": args.family} if args.family else None
     env = gym.make("agentrl/Bash-v0", base_url=args.env_url)
     headers = {"Authorization": f"Bearer {args.api_key}"}
     with httpx.Client(base_url=args.llm_url, headers=headers, timeout=300.0) as llm:

@@ -3,8 +3,9 @@
     import gymnasium as gym, agentrl
     env = gym.make("agentrl/Bash-v0")                       # in-process Docker backend, warm pool
     env = gym.make("agentrl/Code-v0", sandbox_url="http://127.0.0.1:8090")  # via `agentrl sandbox serve`
-    obs, info = env.reset(seed=0)                           # or options={"task_id": "fix_bug/3"}
+    obs, info = env.reset(seed=7, options={"family": "fix_bug", "split": "test"})
 
-Each episode gets its own sandbox, a workspace generated from its task (`bash_tasks`,
-`code_tasks`) and a hidden check run in the same container after `finish`.
+Each episode gets its own sandbox and a task generated from (family, split, seed) (`bash_tasks`,
+`bash_ops`, `code_tasks`); after `finish` the agent's processes are killed and the verdict is computed
+on the host (`judge`).
 """

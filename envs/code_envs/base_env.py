@@ -1,24 +1,34 @@
-"""What Bash-v0 and Code-v0 share: a sandbox per episode, a seeded task in it, hidden grading.
+"""What Bash-v0 and Code-v0 share: a sandbox per episode, a generated task in it, host-side grading.
 
-The task is picked from the seed (or named by `options["task_id"]`); its workspace is uploaded
-as one tar; after `finish` (or when turns run out) its checker runs in the same container. If the
-container dies mid-episode the episode ends with `info["error"]` instead of hanging or raising.
+`reset(seed=s, options={"family": ..., "split": ...})` generates task number `s` of the family
+(chosen from the seed when not given) in the split (see `tasks.generate`); its workspace is uploaded
+as one tar. After `finish` (or when turns run out) every process the agent started is killed
+(`reset_processes`) and the task's check runs one-shot commands to gather facts, judged here on the
+host. A container that dies, or a reply from the sandbox that is not what the protocol says, ends
+the episode with `info["error"]` instead of hanging or raising.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import shlex
 import weakref
+from collections.abc import Callable
 from typing import Any, ClassVar
 
+from pydantic import ValidationError
+
 from agentrl.code_envs.sandbox import SandboxCrashed, open_sandbox
-from agentrl.code_envs.tasks import Grade, Task
+from agentrl.code_envs.tasks import SPLITS, Grade, Task, generate
 from agentrl.code_envs.workspace import tar_bytes
 from agentrl.core import StepResult, ToolEnv
 from agentrl.sandbox_server import SandboxError
 
 SETUP_TIMEOUT_S = 60.0
+INDEX_RANGE = 2**31  # task numbers drawn when no seed names one
+# A sandbox that fails, or answers with something that is not a valid reply, ends the episode.
+SANDBOX_FAILURES = (SandboxCrashed, SandboxError, ValidationError)
 
 
 def _close_quietly(sandbox: Any) -> None:
@@ -27,16 +37,18 @@ def _close_quietly(sandbox: Any) -> None:
 
 
 class SandboxEnv(ToolEnv):
-    """A ToolEnv whose world is a container; subclasses name their task list and tools."""
+    """A ToolEnv whose world is a container; subclasses name their task families and tools."""
 
-    task_ids: ClassVar[tuple[str, ...]] = ()
+    task_families: ClassVar[dict[str, Callable[[random.Random], Task]]] = {}
     default_max_turns = 30
-    operator_kwargs = frozenset({"sandbox_url", "sandbox_token", "image", "memory_mb"})
+    operator_kwargs = frozenset({"sandbox_url", "sandbox_token", "image", "memory_mb", "privileged_info"})
+    reset_options = frozenset({"family", "split"})
 
     def __init__(
         self,
         *,
-        task_id: str | None = None,
+        families: tuple[str, ...] | list[str] | None = None,
+        split: str = "train",
         sandbox_url: str | None = None,
         sandbox_token: str | None = None,
         pool_size: int = 2,
@@ -45,13 +57,15 @@ class SandboxEnv(ToolEnv):
         command_timeout_s: float = 30.0,
         max_output_bytes: int = 16_384,
         partial_credit: bool = False,
+        privileged_info: bool = False,
         max_turns: int | None = None,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, render_mode=render_mode)
-        if task_id is not None:
-            self._get_task(task_id)  # fail at construction on an unknown id
-        self.task_id = task_id
+        self.families = tuple(families or self.task_families)
+        for family in self.families:
+            self._check_choice(family, split)
+        self.split = split
         self.sandbox_url = sandbox_url
         self.sandbox_token = sandbox_token
         self.pool_size = pool_size
@@ -60,26 +74,41 @@ class SandboxEnv(ToolEnv):
         self.command_timeout_s = command_timeout_s
         self.max_output_bytes = max_output_bytes
         self.partial_credit = partial_credit
+        self.privileged_info = privileged_info
         self.sandbox: Any = None
         self.task: Task | None = None
         self.answer: str | None = None
         self.grade: Grade | None = None
         self.error: str | None = None
+        self._seed: int | None = None
         self._finalizer: weakref.finalize | None = None
 
     # --- tasks -------------------------------------------------------------------------------
-    @staticmethod
-    def _get_task(task_id: str) -> Task:
-        raise NotImplementedError
+    @classmethod
+    def _check_choice(cls, family: str, split: str) -> None:
+        if family not in cls.task_families:
+            raise ValueError(f"unknown task family {family!r}; choose from {tuple(cls.task_families)}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+
+    @classmethod
+    def make_task(cls, family: str, split: str, index: int) -> Task:
+        """Task number `index` of `family` in `split`: what `reset(seed=index, options=...)` plays."""
+        cls._check_choice(family, split)
+        return generate(family, cls.task_families[family], split, index)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        self._seed = seed
+        return super().reset(seed=seed, options=options)
 
     def _pick_task(self, options: dict[str, Any]) -> Task:
-        task_id = options.get("task_id", self.task_id)
-        if task_id is None:
-            task_id = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
-        try:
-            return self._get_task(str(task_id))
-        except KeyError as exc:
-            raise ValueError(str(exc)) from None
+        if unknown := set(options) - self.reset_options:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {sorted(self.reset_options)}")
+        family = options.get("family") or self.families[int(self.np_random.integers(len(self.families)))]
+        index = self._seed if self._seed is not None else int(self.np_random.integers(INDEX_RANGE))
+        return self.make_task(family, options.get("split", self.split), index)
 
     # --- sandbox lifecycle ---------------------------------------------------------------------
     def _release(self) -> None:
@@ -98,7 +127,7 @@ class SandboxEnv(ToolEnv):
         )
         self._finalizer = weakref.finalize(self, _close_quietly, self.sandbox)
         try:
-            self.sandbox.put_archive("/workspace", tar_bytes(self.task.workspace))
+            self.sandbox.put_archive(".", tar_bytes(self.task.workspace))
             modes = [
                 f"chmod {oct(f.mode)[2:]} {shlex.quote(p)}"
                 for p, f in self.task.workspace.items()
@@ -114,7 +143,9 @@ class SandboxEnv(ToolEnv):
         except Exception:
             self._release()
             raise
-        info = {"task_id": self.task.task_id, "family": self.task.family}
+        info: dict[str, Any] = {"task_id": self.task.task_id}
+        if self.privileged_info:
+            info["task"] = self.task.privileged()
         return self.task.prompt, info
 
     def close(self) -> None:
@@ -125,8 +156,8 @@ class SandboxEnv(ToolEnv):
     def _act(self, action: str) -> StepResult:
         try:
             return super()._act(action)
-        except (SandboxCrashed, SandboxError) as exc:
-            self.error = f"sandbox failed: {type(exc).__name__}: {exc}"
+        except SANDBOX_FAILURES as exc:
+            self.error = f"sandbox failed: {type(exc).__name__}: {str(exc)[:500]}"
             self._release()
             return StepResult(
                 f"The sandbox stopped working ({self.error}); the episode is over.",
@@ -139,10 +170,11 @@ class SandboxEnv(ToolEnv):
     def _final_reward(self) -> float:
         if self.grade is None and self.task is not None and self.sandbox is not None:
             try:
+                self.sandbox.reset_processes()  # nothing the agent started runs while it is judged
                 self.grade = self.task.check(self.sandbox, self.answer)
-            except (SandboxError, OSError) as exc:
-                self.error = f"sandbox failed while grading: {type(exc).__name__}: {exc}"
-                self.grade = Grade(0, 1, self.error)
+            except (*SANDBOX_FAILURES, OSError) as exc:
+                self.error = f"sandbox failed while grading: {type(exc).__name__}: {str(exc)[:500]}"
+                self.grade = Grade(0, 1, False, 0, self.error)
             self._release()  # graded: the container has nothing left to do
         if self.grade is None:
             return 0.0

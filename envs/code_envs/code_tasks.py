@@ -1,128 +1,140 @@
 """Code-v0's task families: implement a function, fix a bug that a test exposes, and make a small
-module pass its test suite. Every variant is graded by hidden tests run in the sandbox after `finish`.
+module pass its test suite, all drawn from `code_specs`.
+
+Grading happens on the host. After `finish` (and after every process of the agent is gone) one
+one-shot exec runs `RUNNER` with a clean environment: it receives only the hidden inputs on stdin,
+calls the candidate and prints each output. The expected outputs never enter the container; the
+host compares. A candidate that forges, kills or hijacks the runner can only make its own outputs
+missing or wrong.
+
+Partial credit counts progress only: a case counts when it is hidden (not in the visible tests) and
+the starting code fails it, so doing nothing or special-casing the shown inputs earns nothing, and
+cases the starting code passed but the final code fails are subtracted.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import secrets
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentrl.code_envs.code_specs import SPECS, Spec, expected_outputs
-from agentrl.code_envs.tasks import CHECK_TIMEOUT_S, Grade, Task, call, variant_rng
+from agentrl.code_envs.code_specs import SPECS, Spec, run
+from agentrl.code_envs.judge import CHECK_TIMEOUT_S, oneshot
+from agentrl.code_envs.tasks import Grade, Redraw, Task, call
 from agentrl.code_envs.workspace import files
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import Sandbox
 
-GRADER_DIR = "/tmp/.agentrl-grade"
 CASE_TIMEOUT_S = 2
-
-# The grader is two processes. The judge holds the expected values and never imports solution
-# code; the candidate imports the solution, runs each case under an alarm and reports encoded
-# results on a private pipe. The expected values are deleted from disk before the candidate
-# starts, so nothing the solution does (patching json, printing fake verdicts) can fake a pass.
-JUDGE = r"""
-import json, os, subprocess, sys
-cases = json.load(open(sys.argv[1]))
-os.unlink(sys.argv[1])
-encode = json.JSONEncoder(sort_keys=True).encode
-jobs = [{k: case[k] for k in ("module", "function", "args")} for case in cases]
-read_fd, write_fd = os.pipe()
-proc = subprocess.Popen([sys.executable, "-I", "-B", sys.argv[2], str(write_fd), sys.argv[3]],
-                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                        pass_fds=(write_fd,), cwd="/workspace")
-os.close(write_fd)
-try:
-    proc.stdin.write(json.dumps(jobs).encode())
-    proc.stdin.close()
-except OSError:
-    pass
-with os.fdopen(read_fd, "rb") as pipe:
-    lines = pipe.read().decode("utf-8", "replace").splitlines()
-proc.wait()
-passed, failures = 0, []
-for i, case in enumerate(cases):
-    try:
-        result = json.loads(lines[i])
-        ok = result.get("ok") is True and result.get("got") == encode(case["expected"])
-    except Exception:
-        ok = False
-    passed += ok
-    if not ok:
-        failures.append(case["function"])
-print(json.dumps({"passed": passed, "total": len(cases), "failures": failures[:5]}))
-"""
-
-CANDIDATE = r"""
+# A fixed environment for the candidate: nothing inherited, a fixed hash seed (set iteration order
+# is then the same as in `run_python`), no user site-packages, no cwd on sys.path but the workspace.
+PYTHON = "env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 PYTHONHASHSEED=0 python3 -s -P -B"
+RUNNER = r"""
 import importlib, json, os, signal, sys
-out = os.fdopen(int(sys.argv[1]), "w")
-timeout = int(sys.argv[2])
-encode = json.JSONEncoder(sort_keys=True).encode
-jobs = json.load(sys.stdin)
-sys.path.insert(0, "/workspace")
+dumps = json.dumps  # bound before any candidate code runs
+nonce, timeout = sys.argv[1], int(sys.argv[2])
+jobs = json.loads(sys.stdin.read())
+report = os.fdopen(os.dup(1), "w")
+quiet = os.open(os.devnull, os.O_RDWR)
+os.dup2(quiet, 0)
+os.dup2(quiet, 1)
+sys.path.insert(0, os.getcwd())
 def alarm(*_):
     raise TimeoutError("case timed out")
 signal.signal(signal.SIGALRM, alarm)
-for job in jobs:
+for i, (module, function, args) in enumerate(jobs):
     try:
         signal.alarm(timeout)
-        fn = getattr(importlib.import_module(job["module"]), job["function"])
-        line = encode({"ok": True, "got": encode(fn(*job["args"]))})
+        result, ok = dumps(getattr(importlib.import_module(module), function)(*args), sort_keys=True), 1
     except BaseException as exc:
-        line = encode({"ok": False, "error": type(exc).__name__})
+        result, ok = dumps(type(exc).__name__), 0
     finally:
         signal.alarm(0)
-    out.write(line + "\n")
-    out.flush()
+    report.write("%s %d %d %s\n" % (nonce, i, ok, result.replace("\n", " ")))
+    report.flush()
 """
 
 
-def _cases(module: str, specs: list[Spec]) -> list[dict[str, Any]]:
-    return [
-        {"module": module, "function": s.name, "args": list(args), "expected": out}
-        for s in specs
-        for args, out in zip(s.inputs, expected_outputs(s), strict=True)
-    ]
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
-def hidden_tests(cases: list[dict[str, Any]]) -> Callable[[Sandbox, str | None], Grade]:
-    def check(sandbox: Sandbox, _: str | None) -> Grade:
-        sandbox.write_file(f"{GRADER_DIR}/judge.py", JUDGE.encode())
-        sandbox.write_file(f"{GRADER_DIR}/candidate.py", CANDIDATE.encode())
-        sandbox.write_file(f"{GRADER_DIR}/cases.json", json.dumps(cases).encode())
-        out = sandbox.exec(
-            f"python3 -I -B {GRADER_DIR}/judge.py {GRADER_DIR}/cases.json {GRADER_DIR}/candidate.py "
-            f"{CASE_TIMEOUT_S}; rm -rf {shlex.quote(GRADER_DIR)}",
-            timeout_s=CHECK_TIMEOUT_S + CASE_TIMEOUT_S * len(cases),
-            mode="oneshot",
-            max_output_bytes=1 << 20,
-        )
+def outputs_of(sandbox: Sandbox, jobs: list[list[Any]]) -> list[str | None]:
+    """The candidate's output for each job (canonical JSON), None when it failed or was forged twice."""
+    nonce = secrets.token_hex(8)
+    out = oneshot(
+        sandbox,
+        f"{PYTHON} -c {shlex.quote(RUNNER)} {nonce} {CASE_TIMEOUT_S}",
+        stdin=json.dumps(jobs),
+        timeout_s=CHECK_TIMEOUT_S + CASE_TIMEOUT_S * len(jobs),
+    )
+    got: dict[int, str | None] = {}
+    for line in out.stdout.splitlines():
+        tag, index, ok, result = [*line.split(" ", 3), "", "", ""][:4]
+        if tag != nonce or not index.isdigit():
+            continue
+        i = int(index)
         try:
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
-            return Grade(0, len(cases), f"grader produced no verdict: {out.status} {out.stderr[-300:]!r}")
-        return Grade(result["passed"], len(cases), f"failures: {result['failures']}")
+            value = canonical(json.loads(result)) if ok == "1" else None
+        except ValueError:
+            value = None
+        got[i] = None if i in got else value  # a second line for one case makes it fail
+    return [got.get(i) for i in range(len(jobs))]
 
-    return check
+
+def hidden_tests(
+    module: str, specs: list[Spec], shown: set[int], start: list[list[Any]]
+) -> tuple[Callable[[Sandbox, str | None], Grade], dict[str, Any]]:
+    """The check of a task whose cases are every input of `specs`; `start` holds the starting code's
+    outputs per spec (it fails a case when they differ from the reference's)."""
+    jobs, expected, counted, passing = [], [], [], []
+    for spec, start_outputs in zip(specs, start, strict=True):
+        for args, want, had in zip(
+            spec.inputs, run(spec.source, spec.name, spec.inputs), start_outputs, strict=True
+        ):
+            i = len(jobs)
+            jobs.append([module, spec.name, list(args)])
+            expected.append(canonical(want))
+            if had == want:
+                passing.append(i)
+            elif i not in shown:
+                counted.append(i)
+    if len(counted) < 2:
+        raise Redraw("fewer than two hidden cases fail at the start")
+
+    def check(sandbox: Sandbox, _: str | None) -> Grade:
+        got = outputs_of(sandbox, jobs)
+        ok = [g is not None and g == e for g, e in zip(got, expected, strict=True)]
+        failures = [jobs[i][1] for i, good in enumerate(ok) if not good]
+        return Grade(
+            sum(ok[i] for i in counted),
+            len(counted),
+            all(ok),
+            sum(not ok[i] for i in passing),
+            f"failing: {failures[:5]}",
+        )
+
+    return check, {"cases": len(jobs), "counted": len(counted)}
 
 
-def visible_tests(module: str, cases: list[dict[str, Any]], prefix: str = "..") -> str:
+def visible_tests(module: str, cases: list[tuple[Spec, tuple[Any, ...], Any]]) -> str:
     """A test file the agent can run with plain `python3` (or pytest)."""
     lines = [
         "import os",
         "import sys",
         "",
-        f"sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), {prefix!r}))",
+        "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))",
         f"import {module}  # noqa: E402",
         "",
     ]
-    for i, case in enumerate(cases):
-        args = ", ".join(repr(a) for a in case["args"])
+    for i, (spec, args, want) in enumerate(cases):
         lines += [
-            f"def test_{case['function']}_{i}():",
-            f"    assert {module}.{case['function']}({args}) == {case['expected']!r}",
+            f"def test_{spec.name}_{i}():",
+            f"    assert {module}.{spec.name}({', '.join(map(repr, args))}) == {want!r}",
             "",
         ]
     lines += [
@@ -142,86 +154,91 @@ def visible_tests(module: str, cases: list[dict[str, Any]], prefix: str = "..") 
     return "\n".join(lines)
 
 
-def implement(variant: int) -> Task:
-    spec = SPECS[variant % len(SPECS)](variant_rng("implement", variant))
-    cases = _cases("solution", [spec])
+def _stub_outputs(spec: Spec) -> list[Any]:
+    return [{"raised": "NotImplementedError"}] * len(spec.inputs)
+
+
+def implement(rng: random.Random) -> Task:
+    spec = rng.choice(SPECS)(rng)
+    check, meta = hidden_tests("solution", [spec], set(), [_stub_outputs(spec)])
     return Task(
-        f"implement/{variant}",
         "implement",
         f"Implement the function `{spec.signature().removeprefix('def ').rstrip(':')}` in solution.py "
         f"(the workspace is /workspace).\nSpecification: {spec.doc}\n"
         "Hidden tests will import solution and call "
         f"{spec.name}. Call finish when done.",
         files({"solution.py": spec.stub()}),
-        hidden_tests(cases),
+        check,
         (call("write_file", path="solution.py", content=spec.source), call("finish", answer="")),
-        meta={"hidden_inputs": json.dumps([c["args"] for c in cases])},
+        meta=meta,
     )
 
 
-def fix_bug(variant: int) -> Task:
-    spec = SPECS[variant % len(SPECS)](variant_rng("fix_bug", variant))
-    cases = _cases("solution", [spec])
-    namespace: dict[str, Any] = {}
-    exec(spec.buggy(), namespace)
-    failing = [c for c in cases if json.loads(json.dumps(namespace[spec.name](*c["args"]))) != c["expected"]]
-    shown = failing[:2] + [c for c in cases if c not in failing][:1]
+def fix_bug(rng: random.Random) -> Task:
+    spec = rng.choice(SPECS)(rng)
+    bug = rng.choice(spec.bugs)
+    buggy = spec.buggy(bug)
+    want, had = run(spec.source, spec.name, spec.inputs), run(buggy, spec.name, spec.inputs)
+    failing = [i for i in range(len(want)) if had[i] != want[i]]
+    passing = [i for i in range(len(want)) if had[i] == want[i]]
+    if len(failing) < 3:
+        raise Redraw("the bug is exposed by fewer than three cases")
+    # one failing case and one passing case are shown; at least two failing ones stay hidden
+    shown = rng.sample(failing, 1) + rng.sample(passing, min(1, len(passing)))
+    check, meta = hidden_tests("solution", [spec], set(shown), [had])
+    visible = visible_tests("solution", [(spec, spec.inputs[i], want[i]) for i in shown])
     return Task(
-        f"fix_bug/{variant}",
         "fix_bug",
         f"solution.py defines {spec.name}: {spec.doc}\nIts test fails: run `python3 tests/test_solution.py`. "
         "Find and fix the bug in solution.py (do not just special-case the tested inputs: hidden tests check "
         "more), then call finish.",
-        files({"solution.py": spec.buggy(), "tests/test_solution.py": visible_tests("solution", shown)}),
-        hidden_tests(cases),
+        files({"solution.py": buggy, "tests/test_solution.py": visible}),
+        check,
         (
             call("execute_bash", command="python3 tests/test_solution.py"),
             call("write_file", path="solution.py", content=spec.source),
             call("execute_bash", command="python3 tests/test_solution.py"),
             call("finish", answer=""),
         ),
-        meta={"hidden_inputs": json.dumps([c["args"] for c in cases])},
+        meta=meta,
     )
 
 
-def module_suite(variant: int) -> Task:
-    rng = variant_rng("module_suite", variant)
+def module_suite(rng: random.Random) -> Task:
     specs = [make(rng) for make in rng.sample(SPECS, 3)]
-    cases = _cases("mylib", specs)
-    shown = [next(c for c in cases if c["function"] == s.name and c["args"]) for s in specs]
+    if len({s.name for s in specs}) < 3:
+        raise Redraw("two functions drew the same name")
+    shown_cases, shown, offset = [], set(), 0
+    for spec in specs:
+        i = rng.randrange(len(spec.inputs))
+        shown_cases.append((spec, spec.inputs[i], run(spec.source, spec.name, (spec.inputs[i],))[0]))
+        shown.add(offset + i)
+        offset += len(spec.inputs)
+    check, meta = hidden_tests("mylib", specs, shown, [_stub_outputs(s) for s in specs])
     stubs = "\n\n".join(s.stub() for s in specs)
     listing = "\n".join(f"- {s.signature().removeprefix('def ').rstrip(':')}: {s.doc}" for s in specs)
     return Task(
-        f"module_suite/{variant}",
         "module_suite",
         f"mylib.py has three unimplemented functions:\n{listing}\nMake mylib.py pass its test suite: "
         "`python3 tests/test_mylib.py` runs a sample; hidden tests check more cases. Call finish when done.",
         files(
             {
                 "mylib.py": '"""Small utilities."""\n\n\n' + stubs,
-                "tests/test_mylib.py": visible_tests("mylib", shown),
+                "tests/test_mylib.py": visible_tests("mylib", shown_cases),
             }
         ),
-        hidden_tests(cases),
+        check,
         (
             call("write_file", path="mylib.py", content="\n\n".join(s.source for s in specs)),
             call("execute_bash", command="python3 tests/test_mylib.py"),
             call("finish", answer=""),
         ),
-        meta={"hidden_inputs": json.dumps([c["args"] for c in cases])},
+        meta=meta,
     )
 
 
-FAMILY_SIZES: dict[str, tuple[Callable[[int], Task], int]] = {
-    "implement": (implement, 24),
-    "fix_bug": (fix_bug, 24),
-    "module_suite": (module_suite, 14),
+FAMILIES: dict[str, Callable[[random.Random], Task]] = {
+    "implement": implement,
+    "fix_bug": fix_bug,
+    "module_suite": module_suite,
 }
-TASK_IDS: tuple[str, ...] = tuple(f"{f}/{v}" for f, (_, n) in FAMILY_SIZES.items() for v in range(n))
-
-
-def get_task(task_id: str) -> Task:
-    family, _, variant = task_id.partition("/")
-    if family not in FAMILY_SIZES or not variant.isdigit() or int(variant) >= FAMILY_SIZES[family][1]:
-        raise KeyError(f"unknown Code-v0 task {task_id!r}")
-    return FAMILY_SIZES[family][0](int(variant))

@@ -1,8 +1,11 @@
 """A persistent Python interpreter inside the sandbox, for Code-v0's `run_python`.
 
-A small server process (started once per sandbox, in its own session so it outlives the exec
-that started it) keeps one namespace; each cell is sent to it over a unix socket by a tiny
-client run through an ordinary exec, so timeouts and output capping stay the sandbox's job.
+A small server process keeps one namespace. It is started by an exec with `keep_alive=True`, so the
+sandbox records it (on its side, not in a file the agent could edit) and spares it when it cleans up
+after later commands; grading kills it with everything else (`reset_processes`). Each cell is sent
+to it over a unix socket by a tiny client run through an ordinary one-shot exec, so timeouts and
+output capping stay the sandbox's job. The interpreter runs with a fixed `PYTHONHASHSEED`, so set
+iteration order is the same in every run of a seed (and in the grader).
 """
 
 from __future__ import annotations
@@ -11,19 +14,21 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
+from agentrl.core import ToolError
+
 if TYPE_CHECKING:
     from agentrl.sandbox_server import ExecResult, Sandbox
 
 HOME = "/tmp/.agentrl-repl"
 SOCKET = f"{HOME}/repl.sock"
-# The sandbox kills processes left behind by a command except those listed here.
-KEEP_FILE = "/tmp/.agentrl-keep"
+NOT_RUNNING = 75  # the client's exit code when no interpreter answers
+START_TIMEOUT_S = 20.0
 
 # Runs a cell like a notebook does: statements are executed, the value of a trailing expression is
 # printed; a traceback (cell frames only) goes to stderr and the client exits 1. A request carries
 # the earlier successful cells too: a fresh interpreter (first start, or one that did not survive
 # the previous command) replays them silently first, so state persists either way.
-SERVER = r"""
+SERVER = r"""# agentrl-repl-server
 import ast, contextlib, io, json, os, socket, sys, traceback
 namespace = {"__name__": "__main__"}
 fresh = True
@@ -50,8 +55,6 @@ server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(sys.argv[1] + ".tmp")
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 server.listen(1)
-with open(sys.argv[2], "a") as f:
-    f.write("%d\n" % os.getpid())
 while True:
     conn, _ = server.accept()
     with conn:
@@ -75,26 +78,15 @@ while True:
             pass
 """
 
-# Connects to the interpreter, starting it first when nobody answers; the request comes on stdin.
+# Sends one request (read from stdin) to the interpreter and prints its reply.
 CLIENT = r"""
-import json, os, socket, subprocess, sys, time
-path, home = sys.argv[1], os.path.dirname(sys.argv[1])
+import json, socket, sys
 request = sys.stdin.buffer.read()
-def connect():
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-    return s
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
-    s = connect()
+    s.connect(sys.argv[1])
 except OSError:
-    for stale in (path, path + ".tmp"):
-        if os.path.exists(stale):
-            os.unlink(stale)
-    subprocess.Popen([sys.executable, "-u", home + "/server.py", path, sys.argv[2]], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not os.path.exists(path):
-        time.sleep(0.002)
-    s = connect()
+    sys.exit(NOT_RUNNING)
 s.sendall(request)
 s.shutdown(socket.SHUT_WR)
 data = b""
@@ -107,34 +99,46 @@ reply = json.loads(data)
 sys.stdout.write(reply["stdout"])
 sys.stderr.write(reply["stderr"])
 sys.exit(0 if reply["ok"] else 1)
-"""
+""".replace("NOT_RUNNING", str(NOT_RUNNING))
 
 
-def install(sandbox: Sandbox) -> None:
-    """Put the interpreter's two scripts into a new sandbox."""
-    sandbox.write_file(f"{HOME}/server.py", SERVER.encode())
-    sandbox.write_file(f"{HOME}/client.py", CLIENT.encode())
+def start(sandbox: Sandbox) -> None:
+    """Start the interpreter and wait for its socket; `keep_alive` makes it outlive the exec.
+    Its code travels on the command line, so there is no script file for anyone to edit."""
+    q = shlex.quote
+    out = sandbox.exec(
+        f"mkdir -p {q(HOME)} && rm -f {q(SOCKET)} {q(SOCKET)}.tmp && PYTHONHASHSEED=0 setsid python3 -u "
+        f"-c {q(SERVER)} {q(SOCKET)} </dev/null >/dev/null 2>&1 & "
+        f"until [ -S {q(SOCKET)} ]; do sleep 0.005; done",
+        timeout_s=START_TIMEOUT_S,
+        mode="oneshot",
+        keep_alive=True,
+    )
+    if out.status != "ok":
+        raise ToolError(f"the interpreter did not start ({out.status}): {out.stderr[-300:]}")
 
 
 def run_cell(
     sandbox: Sandbox, code: str, history: list[str], *, timeout_s: float, max_output_bytes: int
 ) -> ExecResult:
-    """Run one cell; the interpreter is (re)started when it is not running."""
+    """Run one cell; the interpreter is (re)started first when it is not running."""
     q = shlex.quote
-    return sandbox.exec(
-        f"python3 {q(HOME)}/client.py {q(SOCKET)} {q(KEEP_FILE)}",
-        stdin=json.dumps({"history": history, "code": code}),
-        timeout_s=timeout_s,
-        mode="oneshot",
-        max_output_bytes=max_output_bytes,
-    )
+    request = json.dumps({"history": history, "code": code})
+    for attempt in range(2):
+        out = sandbox.exec(
+            f"python3 -c {q(CLIENT)} {q(SOCKET)}",
+            stdin=request,
+            timeout_s=timeout_s,
+            mode="oneshot",
+            max_output_bytes=max_output_bytes,
+        )
+        if out.exit_code != NOT_RUNNING or attempt:
+            return out
+        start(sandbox)
+    raise AssertionError("unreachable")
 
 
 def restart(sandbox: Sandbox) -> None:
     """Kill a stuck interpreter; the next cell starts a fresh one (and replays the history)."""
     q = shlex.quote
-    sandbox.exec(
-        f"pkill -9 -f {q(HOME)}/server.py; rm -f {q(SOCKET)}",
-        timeout_s=10,
-        mode="oneshot",
-    )
+    sandbox.exec(f"pkill -9 -f '[a]gentrl-repl-server'; rm -f {q(SOCKET)}", timeout_s=10, mode="oneshot")

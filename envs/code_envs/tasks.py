@@ -1,17 +1,21 @@
-"""What a task is: a seeded workspace, a prompt, a hidden check and a reference solution.
+"""What a task is, and how one is generated: a seeded workspace, a prompt, a host-side check and a
+reference solution.
 
-Tasks are plain data built from a family and a variant number, so the same id always yields the
-same workspace, prompt and checker (the variant's parameters come from a string-seeded RNG).
-Checks run inside the episode's container after `finish`; the agent never sees them.
+A family is a builder `(random.Random) -> Task`: every file, name, number and bug comes from the
+RNG, so the task space is unbounded. `generate` seeds the RNG from (family, split, index) and keeps
+drawing until the task's fingerprint (a hash of everything the agent can see: prompt, files, setup)
+falls in the requested split's bucket. A task therefore belongs to exactly one split by its content
+alone: train and test are disjoint by construction, whatever index or seed produced them, and the
+fingerprint is also the task's opaque `task_id`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrl.code_envs.workspace import FileTree
@@ -19,24 +23,35 @@ from agentrl.code_envs.workspace import FileTree
 if TYPE_CHECKING:
     from agentrl.sandbox_server import Sandbox
 
-CHECK_TIMEOUT_S = 30.0
+SPLITS = ("train", "test")
+TEST_SHARE = 4  # one fingerprint bucket in four is held out
+MAX_DRAWS = 400  # a draw is kept with probability >= 1/8 (bucket, then validity): never reached
 
 
 @dataclass(frozen=True)
 class Grade:
-    """How many hidden checks passed; `detail` is for logs and info, never shown to the agent."""
+    """The verdict of a check, computed on the host.
+
+    `passed` of `total` counted checks; `solved` means everything the task asks holds (for Code-v0
+    that includes cases the starting code already passed, which do not count toward `total`);
+    `regressions` are counted against partial credit. `detail` is for logs, never for the agent.
+    """
 
     passed: int
     total: int
+    solved: bool
+    regressions: int = 0
     detail: str = ""
 
     @property
     def score(self) -> float:
-        return self.passed / self.total if self.total else 0.0
+        if self.solved:
+            return 1.0
+        return max(0, self.passed - self.regressions) / self.total if self.total else 0.0
 
-    @property
-    def solved(self) -> bool:
-        return self.total > 0 and self.passed == self.total
+
+def all_or_nothing(passed: int, total: int, detail: str = "") -> Grade:
+    return Grade(passed, total, total > 0 and passed == total, 0, detail)
 
 
 Check = Callable[["Sandbox", "str | None"], Grade]
@@ -44,20 +59,56 @@ Check = Callable[["Sandbox", "str | None"], Grade]
 
 @dataclass(frozen=True)
 class Task:
-    task_id: str
     family: str
     prompt: str
     workspace: FileTree
     check: Check
     solution: tuple[tuple[str, dict[str, Any]], ...]  # reference tool calls, played one per turn
-    setup: str = ""  # shell run once after the upload (e.g. building a git history)
+    setup: str = ""  # shell run once (one-shot) after the upload, e.g. building a git history
     setup_stdin: str | None = None  # fed to `setup`, so helper data never lands in the workspace
+    answer: str | None = None  # the expected final answer of question families (privileged)
+    task_id: str = ""  # set by `generate`: the fingerprint
+    split: str = ""
+    index: int = -1
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def fingerprint(self) -> str:
+        """A hash of what the agent can observe; equal for two draws that look the same."""
+        parts = [self.prompt.encode(), self.setup.encode(), (self.setup_stdin or "").encode()]
+        for path in sorted(self.workspace):
+            item = self.workspace[path]
+            parts += [path.encode(), item.mode.to_bytes(4, "big"), item.data()]
+        digest = hashlib.sha256()
+        for part in parts:
+            digest.update(len(part).to_bytes(8, "big") + part)
+        return digest.hexdigest()
 
-def variant_rng(family: str, variant: int) -> random.Random:
-    """The RNG of one variant: string seeds make `random.Random` stable across runs and versions."""
-    return random.Random(f"{family}/{variant}")
+    def privileged(self) -> dict[str, Any]:
+        """What an operator (oracle, SFT export) may see and a policy must not."""
+        return {"family": self.family, "index": self.index, "split": self.split, "answer": self.answer}
+
+
+class Redraw(ValueError):
+    """This draw does not make a good task (e.g. no hidden case exposes the bug): draw again."""
+
+
+def split_of(fingerprint: str) -> str:
+    return "test" if int(fingerprint[16:24], 16) % TEST_SHARE == 0 else "train"
+
+
+def generate(family: str, build: Callable[[random.Random], Task], split: str, index: int) -> Task:
+    """The `index`-th task of `family` in `split` (string seeds keep `random.Random` stable)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    for draw in range(MAX_DRAWS):
+        try:
+            task = build(random.Random(f"{family}/{split}/{index}/{draw}"))
+        except Redraw:
+            continue
+        fingerprint = task.fingerprint()
+        if split_of(fingerprint) == split:
+            return replace(task, task_id=fingerprint[:16], split=split, index=index)
+    raise RuntimeError(f"no {split} task of {family} in {MAX_DRAWS} draws")  # a bucket bug
 
 
 def call(name: str, **arguments: Any) -> tuple[str, dict[str, Any]]:
@@ -68,56 +119,3 @@ def as_action(tool_call: tuple[str, dict[str, Any]]) -> str:
     """One reference call in the raw-text format a model writes."""
     name, arguments = tool_call
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
-# --- check builders -------------------------------------------------------------------------
-def _norm(text: str) -> str:
-    return " ".join(text.strip().strip("`'\".").split()).lower()
-
-
-def answer_is(expected: str | int, *, path: bool = False) -> Check:
-    """The final answer equals `expected` (case and surrounding whitespace/quotes ignored)."""
-    want = _norm(str(expected))
-
-    def check(_: Sandbox, answer: str | None) -> Grade:
-        got = _norm(answer or "")
-        if path:
-            got = got.removeprefix("./")
-        return Grade(int(got == want), 1, f"answer {got!r}, expected {want!r}")
-
-    return check
-
-
-def shell_prints(command: str, expected: str) -> Check:
-    """A command run in the final workspace prints `expected` (surrounding whitespace ignored)."""
-
-    def check(sandbox: Sandbox, _: str | None) -> Grade:
-        out = sandbox.exec(command, timeout_s=CHECK_TIMEOUT_S)
-        ok = out.status == "ok" and out.exit_code == 0 and out.stdout.strip() == expected.strip()
-        return Grade(int(ok), 1, f"{command!r} -> {out.status} {out.exit_code} {out.stdout[-200:]!r}")
-
-    return check
-
-
-def json_file_equals(path: str, expected: Any) -> Check:
-    """The workspace file `path` holds JSON equal to `expected`."""
-    script = (
-        "import json,sys\n"
-        "try:\n    got = json.load(open(sys.argv[1]))\n"
-        "except Exception as e:\n    print('bad', e); sys.exit()\n"
-        "print('same' if got == json.loads(sys.argv[2]) else 'different')"
-    )
-    command = f"python3 -c {shlex.quote(script)} {shlex.quote(path)} {shlex.quote(json.dumps(expected))}"
-    return shell_prints(command, "same")
-
-
-def all_of(*checks: Check) -> Check:
-    """Every part must pass; each counts as one hidden check."""
-
-    def check(sandbox: Sandbox, answer: str | None) -> Grade:
-        grades = [c(sandbox, answer) for c in checks]
-        return Grade(
-            sum(g.passed for g in grades), sum(g.total for g in grades), "; ".join(g.detail for g in grades)
-        )
-
-    return check

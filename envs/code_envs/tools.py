@@ -148,7 +148,6 @@ class RunPythonTool(_UsesSandbox):
     )
     def run_python(self, args: PythonArgs) -> str:
         if self._repl_sandbox is not self.sandbox:  # a new episode: a new interpreter
-            repl.install(self.sandbox)
             self._repl_sandbox, self._repl_history = self.sandbox, []
         try:
             out = repl.run_cell(

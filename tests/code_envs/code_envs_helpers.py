@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agentrl.code_envs.tasks import as_action
+from agentrl.code_envs.bash_env import BashEnv
+from agentrl.code_envs.code_env import CodeEnv
+from agentrl.code_envs.tasks import Task, as_action
+
+ENV_CLASSES = {"agentrl/Bash-v0": BashEnv, "agentrl/Code-v0": CodeEnv}
 
 
 def call(name: str, **arguments: Any) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
-def reference_actions(env_id: str, task_id: str) -> list[str]:
-    from agentrl.code_envs import bash_tasks, code_tasks
-
-    tasks = bash_tasks if env_id == "agentrl/Bash-v0" else code_tasks
-    return [as_action(c) for c in tasks.get_task(task_id).solution]
+def task_of(env_id: str, family: str, seed: int, split: str = "train") -> Task:
+    """The task `reset(seed=seed, options={"family": family, "split": split})` plays."""
+    return ENV_CLASSES[env_id].make_task(family, split, seed)
 
 
 def play_reference(
-    env: Any, task_id: str, seed: int = 0, env_id: str = "agentrl/Bash-v0"
+    env: Any, family: str, seed: int = 0, env_id: str = "agentrl/Bash-v0", split: str = "train"
 ) -> tuple[float, dict[str, Any], list[str]]:
     """Play a task's reference solution; return the final reward, info and every observation."""
-    observation, info = env.reset(seed=seed, options={"task_id": task_id})
+    observation, info = env.reset(seed=seed, options={"family": family, "split": split})
     observations = [observation]
     reward, done = 0.0, False
-    for action in reference_actions(env_id, task_id):
+    for action in map(as_action, task_of(env_id, family, seed, split).solution):
         assert not done, "the episode ended before the reference solution did"
         observation, reward, terminated, truncated, info = env.step(action)
         observations.append(observation)
@@ -35,11 +40,47 @@ def play_reference(
     return reward, info, observations
 
 
-def play(env: Any, task_id: str, actions: list[str], seed: int = 0, **options: Any) -> tuple[float, dict]:
-    env.reset(seed=seed, options={"task_id": task_id, **options})
+def play(
+    env: Any, family: str, actions: list[str], seed: int = 0, split: str = "train"
+) -> tuple[float, dict]:
+    env.reset(seed=seed, options={"family": family, "split": split})
     reward, info = 0.0, {}
     for action in actions:
         _, reward, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             break
     return reward, info
+
+
+Policy = Callable[[Task], list[str]]
+
+
+def run_episodes(
+    env_id: str,
+    jobs: list[tuple[str, int]],
+    policy: Policy,
+    *,
+    split: str = "train",
+    threads: int = 8,
+    **env_kwargs: Any,
+) -> dict[tuple[str, int], tuple[float, dict[str, Any]]]:
+    """Play `policy` on each (family, seed) with `threads` episodes at once (each thread its own env,
+    all sharing the warm pool): containers are I/O for this process, so threads overlap them."""
+    local = threading.local()
+    envs: list[Any] = []
+    lock = threading.Lock()
+
+    def one(job: tuple[str, int]) -> tuple[float, dict[str, Any]]:
+        if not hasattr(local, "env"):
+            local.env = ENV_CLASSES[env_id](split=split, **env_kwargs)
+            with lock:
+                envs.append(local.env)
+        family, seed = job
+        return play(local.env, family, policy(task_of(env_id, family, seed, split)), seed=seed, split=split)
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            return dict(zip(jobs, pool.map(one, jobs), strict=True))
+    finally:
+        for env in envs:
+            env.close()

@@ -41,8 +41,11 @@ def scripted_policy(requests: list[dict[str, Any]]) -> FastAPI:
         requests.append({"body": body, "auth": request.headers.get("authorization")})
         messages = body["messages"]
         if messages[-1]["role"] == "user":
-            ext = re.search(r"extension \.(\w+)", messages[-1]["content"]).group(1)
-            arguments = json.dumps({"command": f"find data -type f -name '*.{ext}' | wc -l"})
+            ext, size, root = re.search(
+                r"extension \.(\w+) that are larger than (\d+) bytes .* directory (\S+)/",
+                messages[-1]["content"],
+            ).groups()
+            arguments = json.dumps({"command": f"find {root} -type f -name '*.{ext}' -size +{size}c | wc -l"})
             message = {
                 "role": "assistant",
                 "content": None,
@@ -89,7 +92,7 @@ def test_agent_loop_solves_a_task_through_the_server(docker_backend):
             env = gym.make("agentrl/Bash-v0", base_url=env_url, pool_size=4)
             try:
                 reward, info, messages = example.run_episode(
-                    llm, "stand-in", env, options={"task_id": "count_files/6"}
+                    llm, "stand-in", env, seed=6, options={"family": "count_files"}
                 )
             finally:
                 env.close()

@@ -28,11 +28,10 @@ def base_url(docker_backend) -> Iterator[str]:
 
 
 def test_remote_episode_matches_local_one(base_url, bash_env):
-    task_id = "log_errors/2"
-    local = play_reference(bash_env, task_id, seed=5)
+    local = play_reference(bash_env, "log_errors", seed=5)
     remote_env = gym.make("agentrl/Bash-v0", base_url=base_url, pool_size=4)
     try:
-        remote = play_reference(remote_env, task_id, seed=5)
+        remote = play_reference(remote_env, "log_errors", seed=5)
     finally:
         remote_env.close()
     assert remote[0] == local[0] == 1.0
@@ -43,9 +42,9 @@ def test_remote_episode_matches_local_one(base_url, bash_env):
 def test_code_env_through_the_server(base_url):
     env = gym.make("agentrl/Code-v0", base_url=base_url, pool_size=4)
     try:
-        reward, info, _ = play_reference(env, "module_suite/1", env_id="agentrl/Code-v0")
+        reward, info, _ = play_reference(env, "module_suite", seed=1, env_id="agentrl/Code-v0")
         assert reward == 1.0 and info["tests_passed"] == info["tests_total"]
-        obs, _ = env.reset(seed=0, options={"task_id": "implement/3"})
+        obs, _ = env.reset(seed=0, options={"family": "implement"})
         obs, *_ = env.step(call("run_python", code="y = 6 * 7"))
         obs, *_ = env.step(call("run_python", code="y"))
         assert "42" in obs
@@ -54,24 +53,24 @@ def test_code_env_through_the_server(base_url):
 
 
 def test_sixteen_concurrent_episodes_leave_no_container(base_url, cold_backend):
-    task_ids = [bash_tasks.TASK_IDS[i * 5] for i in range(16)]
+    jobs = [(tuple(bash_tasks.FAMILIES)[i % 9], i) for i in range(16)]
 
-    def one(task_id: str) -> float:
+    def one(job: tuple[str, int]) -> float:
         env = gym.make("agentrl/Bash-v0", base_url=base_url, pool_size=0)
         try:
-            return play_reference(env, task_id)[0]
+            return play_reference(env, *job)[0]
         finally:
             env.close()
 
     with ThreadPoolExecutor(16) as pool:
-        rewards = list(pool.map(one, task_ids))
+        rewards = list(pool.map(one, jobs))
     assert rewards == [1.0] * 16
     wait_until_no_containers(cold_backend)
 
 
 def test_expired_episode_deletes_its_container(base_url, cold_backend):
     env = gym.make("agentrl/Bash-v0", base_url=base_url, pool_size=0)
-    env.reset(options={"task_id": "count_files/5"})
+    env.reset(options={"family": "count_files"})
     assert cold_backend.container_ids()
     time.sleep(3.5)  # idle TTL of this server: 3 s, reaped every 0.5 s
     wait_until_no_containers(cold_backend)
@@ -106,16 +105,14 @@ def sandbox_server_url(docker_backend) -> Iterator[str]:
     backend.close()
 
 
-@pytest.mark.parametrize(
-    "env_id, task_id", [("agentrl/Bash-v0", "git_ops/1"), ("agentrl/Code-v0", "fix_bug/5")]
-)
-def test_envs_work_through_the_sandbox_server(sandbox_server_url, env_id, task_id):
+@pytest.mark.parametrize("env_id, family", [("agentrl/Bash-v0", "git_ops"), ("agentrl/Code-v0", "fix_bug")])
+def test_envs_work_through_the_sandbox_server(sandbox_server_url, env_id, family):
     env = gym.make(env_id, sandbox_url=sandbox_server_url)
     try:
-        reward, info, _ = play_reference(env, task_id, env_id=env_id)
+        reward, info, _ = play_reference(env, family, seed=5, env_id=env_id)
         assert reward == 1.0, info
         if env_id == "agentrl/Code-v0":
-            env.reset(options={"task_id": task_id})
+            env.reset(options={"family": family})
             env.step(call("run_python", code="z = 5"))
             obs, *_ = env.step(call("run_python", code="z * 2"))
             assert "10" in obs
