@@ -50,7 +50,6 @@ STATE_DIR = os.environ.get("AGENTRL_AGENT_STATE", "/run/agentrl")
 WATCHDOG_S = float(os.environ.get("AGENTRL_AGENT_WATCHDOG_S", "0"))
 UID = GID = int(os.environ.get("AGENTRL_AGENT_UID", "1000"))
 SWITCH = ISOLATED and os.getuid() == 0  # commands run as UID, the agent stays out of their reach
-KEEP_FILE = "/tmp/.agentrl-keep"  # deprecated: pids listed here survive; superseded by keep_alive
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {
     "PATH": DEFAULT_PATH if ISOLATED else os.environ.get("PATH", DEFAULT_PATH),
@@ -160,14 +159,6 @@ def user_processes():
         if fields[0] not in (b"Z", b"X"):
             found[int(name)] = (int(fields[1]), int(fields[3]))
     return found
-
-
-def legacy_kept():
-    try:
-        with open(KEEP_FILE) as f:
-            return {int(line) for line in f if line.strip().isdigit()}
-    except OSError:
-        return set()
 
 
 def pump(sel, out, err, done_fd, timeout_s, idle_timeout_s):
@@ -304,7 +295,7 @@ class Agent:
         for _ in range(100):
             procs = user_processes()
             self.kept &= set(procs)  # a dead kept process's pid may come back as a stray's
-            kept = {p for p in self.kept | legacy_kept() if p in procs}
+            kept = self.kept
             sids = {p for p in kept if procs[p][1] == p}  # kept session leaders keep their sessions
             shell = self.shell["proc"].pid if self.shell else None
             victims = [p for p in procs if p != shell and not self.survives(p, procs, kept, sids)]
