@@ -364,9 +364,9 @@ def main() -> int:
     prefix, pinning = pin_cores(not args.no_pin)
     console.print(f"[bold]machine[/]: {machine()}; {pinning}")
     rows: list[Row] = []
-    server_pid = 0
 
-    def add(env: str, path: str, n: int, make: Callable[[int], Awaitable[Row]], procs: int = 1) -> None:
+    def add(env: str, path: str, n: int, make: Callable[[int], Awaitable[Row]], server_pid: int,
+            procs: int = 1) -> None:
         procs = max(1, min(procs, n))
         clients = f"{procs} client process{'es' if procs > 1 else ''}"
         console.print(f"{env} · {path} · {n} sessions ({clients}) ...")
@@ -388,38 +388,38 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}"
     from openenv.core.generic_client import GenericEnvClient
 
-    with agentrl_server(port, prefix) as server:
-        server_pid = server.pid
-        for env_id in (ECHO, FLIGHTS):
-            console.print(f"{env_id}: per-step overhead ...")
-            cpu = server_cpu_s(server_pid)
-            over[env_id], remote_row = overhead(url, env_id, overhead_steps, run)
-            remote_row.load, remote_row.server_cpu_s = load(), server_cpu_s(server_pid) - cpu
-            rows.append(remote_row)
-            for batched in (False, True):
-                for n in args.sessions:
-                    add(env_id, PATHS[batched], n,
-                        lambda k, e=env_id, b=batched: bench_async(url, e, k, seconds, batched=b))
-        for n in args.sessions:
-            add(ECHO, WS_PATH, n, lambda k: bench_ws(
-                lambda: GenericEnvClient(base_url=f"{url}/openenv/{ECHO}", connect_timeout_s=120),
-                lambda i: {"seed": i, "env_kwargs": LONG},
-                lambda r: {"action": call("echo", text="hello")},
-                k, seconds, ECHO, WS_PATH), args.client_procs)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, agentrl_server(port, prefix) as server:
         workdir = openenv_template(Path(tmp))
         sys.path.insert(0, str(workdir))
         from bench_echo.client import BenchEchoEnv
         from bench_echo.models import BenchEchoAction
 
-        for n in args.sessions:  # a fresh server per size: a used one stalls new handshakes
-            oport = free_port()
-            with openenv_server(workdir, oport, prefix) as server:
-                server_pid = server.pid
+        for env_id in (ECHO, FLIGHTS):
+            console.print(f"{env_id}: per-step overhead ...")
+            cpu = server_cpu_s(server.pid)
+            over[env_id], remote_row = overhead(url, env_id, overhead_steps, run)
+            remote_row.load, remote_row.server_cpu_s = load(), server_cpu_s(server.pid) - cpu
+            rows.append(remote_row)
+        # each OpenEnv row next to agentrl's at the same size, so that both see the same machine load
+        for n in args.sessions:
+            add(ECHO, PATHS[False], n, lambda k: bench_async(url, ECHO, k, seconds, batched=False),
+                server.pid)
+            oport = free_port()  # a fresh OpenEnv server per size: a used one stalls new handshakes
+            with openenv_server(workdir, oport, prefix) as baseline:
                 add(OPENENV, OPENENV_PATH, n, lambda k, p=oport: bench_ws(
                     lambda: BenchEchoEnv(base_url=f"http://127.0.0.1:{p}", connect_timeout_s=120),
                     lambda i: {}, lambda r: BenchEchoAction(message="hello"),
-                    k, seconds, OPENENV, OPENENV_PATH), args.client_procs)
+                    k, seconds, OPENENV, OPENENV_PATH), baseline.pid, args.client_procs)
+            add(ECHO, PATHS[True], n, lambda k: bench_async(url, ECHO, k, seconds, batched=True), server.pid)
+            add(ECHO, WS_PATH, n, lambda k: bench_ws(
+                lambda: GenericEnvClient(base_url=f"{url}/openenv/{ECHO}", connect_timeout_s=120),
+                lambda i: {"seed": i, "env_kwargs": LONG},
+                lambda r: {"action": call("echo", text="hello")},
+                k, seconds, ECHO, WS_PATH), server.pid, args.client_procs)
+        for batched in (False, True):
+            for n in args.sessions:
+                add(FLIGHTS, PATHS[batched], n,
+                    lambda k, b=batched: bench_async(url, FLIGHTS, k, seconds, batched=b), server.pid)
     report(rows, over)
     return 0
 

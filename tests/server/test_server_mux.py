@@ -156,7 +156,10 @@ def steps_retry():
 
 
 def test_episode_ids_name_their_holder(base_url):
-    config = ServerConfig(holder="pod 7/a")
+    from agentrl.cli import build_parser
+    from agentrl.server.cli import config_from_args
+
+    config = config_from_args(build_parser().parse_args(["serve", "--holder", "pod 7/a"]))
     assert config.resolved_holder() == "pod-7-a"
     with serve_in_thread(config) as url, EnvClient(url) as client:
         eid = client.create_episode(ECHO, seed=0).episode_id
