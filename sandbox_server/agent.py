@@ -19,8 +19,6 @@ keep them (`keep_alive`); `reset` kills every process of the user.
 
 import base64
 import contextlib
-import ctypes
-import io
 import json
 import os
 import queue
@@ -28,49 +26,49 @@ import secrets
 import select
 import selectors
 import shlex
-import shutil
 import signal
-import site  # with -S this does not touch sys.path; Python scripts call site.main()
-import socket
-import struct
 import subprocess
 import sys
-import tarfile
 import threading
 import time
-import traceback
-import types
 
-HEADER = struct.Struct(">I")
-MAX_FRAME = 64 << 20  # the host sends files in chunks; anything bigger is a broken host
-STATUS_FD, COMMAND_FD = 61, 60
-ISOLATED = os.environ.get("AGENTRL_AGENT_ISOLATED", "1") == "1"
-WORKDIR = os.environ.get("AGENTRL_AGENT_WORKDIR", "/workspace")
-STATE_DIR = os.environ.get("AGENTRL_AGENT_STATE", "/run/agentrl")
-WATCHDOG_S = float(os.environ.get("AGENTRL_AGENT_WATCHDOG_S", "0"))
-UID = GID = int(os.environ.get("AGENTRL_AGENT_UID", "1000"))
-SWITCH = ISOLATED and os.getuid() == 0  # commands run as UID, the agent stays out of their reach
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-BASE_ENV = {
-    "PATH": DEFAULT_PATH if ISOLATED else os.environ.get("PATH", DEFAULT_PATH),
-    "HOME": WORKDIR,
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-# the persistent shell's loop: read "<nonce>\0<stdin path>\0<command>\0" on fd 60, eval the command
-# in the shell itself (cd/export/functions persist) without fds 60/61, answer "<nonce> $?" on fd 61
-SHELL_LOOP = (
-    "while builtin read -r -d '' __agentrl_n <&60 && builtin read -r -d '' __agentrl_in <&60 "
-    "&& builtin read -r -d '' __agentrl_cmd <&60; do "
-    'builtin eval "$__agentrl_cmd" <"$__agentrl_in" 60<&- 61>&-; '
-    'builtin printf "%s %d\\n" "$__agentrl_n" "$?" >&61; done'
+from agentrl_agent_lib import (  # sent along with this file, see channel.py
+    BASE_ENV,
+    COMMAND_FD,
+    GROUPS,
+    HEADER,
+    ISOLATED,
+    MAX_FRAME,
+    SHELL_LOOP,
+    STATE_DIR,
+    STATUS_FD,
+    SWITCH,
+    WATCHDOG_S,
+    WIPED,
+    WORKDIR,
+    Capture,
+    Zygote,
+    as_user,
+    become_user,
+    drain,
+    error_kind,
+    extract,
+    harden,
+    kill_everything,
+    oom_kills,
+    pack,
+    pump,
+    read_file,
+    resolve,
+    state_file,
+    sysv_objects,
+    user_processes,
+    wipe_files,
+    write_file,
 )
-LIBC = ctypes.CDLL(None, use_errno=True)
-PR_SET_DUMPABLE, PR_CAPBSET_DROP = 4, 24
+
 OUT = sys.stdout.buffer
 OUT_LOCK = threading.Lock()
-OWN_PIDS = {os.getpid()}  # the agent and its zygote: never a stray, whatever uid they run as
-GROUPS = set()  # process groups of commands, killed if the agent must end (unisolated backend)
 
 
 def send(message):
@@ -78,206 +76,6 @@ def send(message):
     with OUT_LOCK:
         OUT.write(HEADER.pack(len(data)) + data)
         OUT.flush()
-
-
-def harden():
-    """Non-dumpable, and an empty capability bounding set for everything started from here."""
-    LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    if SWITCH:
-        for cap in range(64):
-            LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-
-
-def become_user():
-    """In a child about to run user code: lowest OOM priority, then the user's uid and nothing else."""
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")  # commands, not the agent, are the OOM killer's victims
-    if SWITCH:
-        os.setgroups([])
-        os.setgid(GID)
-        os.setuid(UID)
-
-
-class Capture:
-    """Keeps the first and last `cap // 2` bytes of a stream and counts all of it."""
-
-    def __init__(self, cap):
-        self.half = max(cap // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data):
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > 2 * self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    def text(self):
-        if len(self.tail) > self.half:
-            del self.tail[: len(self.tail) - self.half]
-        omitted = self.total - len(self.head) - len(self.tail)
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        if omitted > 0:
-            return head + f"\n...[{omitted} bytes omitted]...\n" + tail, True
-        return head + tail, False
-
-
-def oom_kills():
-    """The memory cgroup's OOM-kill counter (cgroup v2 or v1), or -1 when not readable."""
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
-        try:
-            with open(path) as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except OSError:
-            continue
-    return -1
-
-
-def user_processes():
-    """{pid: (ppid, sid)} of the live processes of the user (containers only)."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in OWN_PIDS:
-            continue
-        try:
-            if os.stat(f"/proc/{name}").st_uid != UID:
-                continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in (b"Z", b"X"):
-            found[int(name)] = (int(fields[1]), int(fields[3]))
-    return found
-
-
-def pump(sel, out, err, done_fd, timeout_s, idle_timeout_s):
-    """Read output until `done_fd` is readable or a deadline passes; returns the reason."""
-    start = time.monotonic()
-    last = start
-    while True:
-        now = time.monotonic()
-        wait = start + timeout_s - now
-        if idle_timeout_s:
-            wait = min(wait, last + idle_timeout_s - now)
-        if wait <= 0:
-            return "timeout"
-        for key, _ in sel.select(wait):
-            if key.fd == done_fd:
-                return "done"
-            try:
-                data = os.read(key.fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not data:
-                sel.unregister(key.fd)
-                continue
-            last = time.monotonic()
-            (out if key.data == "out" else err).add(data)
-
-
-def drain(fds, out, err):
-    for fd, cap in zip(fds, (out, err), strict=True):
-        for _ in range(1024):
-            try:
-                data = os.read(fd, 1 << 16)
-            except OSError:
-                break
-            if not data:
-                break
-            cap.add(data)
-
-
-def as_user(fn, *args):
-    """Run `fn(*args)` in a forked child with the user's rights; returns the bytes it yields."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(r)
-            become_user()
-            payload = b"K" + fn(*args)
-        except BaseException as exc:
-            payload = b"E" + json.dumps([type(exc).__name__, str(exc), error_kind(exc)]).encode()
-            code = 1
-        try:
-            with open(w, "wb") as f:
-                f.write(payload)
-        finally:
-            os._exit(code)
-    os.close(w)
-    with open(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    if data[:1] == b"K":
-        return data[1:]
-    name, message, kind = json.loads(data[1:]) if data[:1] == b"E" else ("Error", "helper died", "internal")
-    error = {"not_found": FileNotFoundError, "invalid": ValueError}.get(kind, RuntimeError)
-    raise error(f"{name}: {message}")
-
-
-class Zygote:
-    """A pristine fork of the agent, made before any request, that forks Python scripts on demand."""
-
-    def __init__(self):
-        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.pid = os.fork()
-        if self.pid == 0:
-            self.sock.close()
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 0)
-            os.dup2(null, 1)
-            try:
-                serve_zygote(child)
-            finally:
-                os._exit(0)
-        child.close()
-        OWN_PIDS.add(self.pid)
-
-    def spawn(self, request, out_w, err_w):
-        socket.send_fds(self.sock, [json.dumps(request).encode()], [out_w, err_w])
-        return int(self.sock.recv(64))
-
-    def status(self):
-        return int(self.sock.recv(64))
-
-
-def serve_zygote(sock):
-    site.main()  # once here, not in every script: site-packages are on the path of every fork
-    while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
-        if not msg:
-            return
-        request = json.loads(msg)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setsid()
-                stdin_fd = os.open(request["stdin"], os.O_RDONLY)
-                for fd, target in ((stdin_fd, 0), (fds[0], 1), (fds[1], 2)):
-                    os.dup2(fd, target)
-                os.closerange(3, 65536)
-                become_user()
-                LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-                run_script(request["script"], request["env"])
-            finally:
-                os._exit(70)
-        for fd in fds:
-            os.close(fd)
-        sock.sendall(b"%d" % pid)
-        _, status = os.waitpid(pid, 0)
-        sock.sendall(b"%d" % os.waitstatus_to_exitcode(status))
 
 
 class Agent:
@@ -603,154 +401,6 @@ class Agent:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": error_kind(exc)}
         reply["id"] = req.get("id")
         send(reply)
-
-
-def kill_everything():
-    """As the user: SIGKILL every other process of the user until none is left."""
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        # kill(-1) succeeds while any process is left in the namespace, signalled or not: look
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
-        if not [pid for pid in user_processes() if pid != os.getpid()]:
-            break
-        time.sleep(0.001)
-    return b""
-
-
-WIPED = (WORKDIR, "/tmp", "/dev/shm", "/dev/mqueue")
-
-
-def sysv_objects():
-    """The SysV IPC objects (shared memory, queues, semaphores) that exist: (kind, id) pairs."""
-    found = []
-    for kind in ("shm", "msg", "sem"):
-        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as f:
-            found += [(kind, int(line.split()[1])) for line in list(f)[1:] if line.strip()]
-    return found
-
-
-def wipe_files():
-    """As the user, after every process of the user is gone: empty its writable places and IPC."""
-    for top in WIPED:
-        with contextlib.suppress(FileNotFoundError):
-            for name in os.listdir(top):
-                path = os.path.join(top, name)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-    flag = {"shm": "-m", "msg": "-q", "sem": "-s"}
-    for kind, ident in sysv_objects():
-        subprocess.run(["ipcrm", flag[kind], str(ident)], check=True, capture_output=True)
-    return b""
-
-
-def state_file(name, data):
-    os.makedirs(STATE_DIR, mode=0o711, exist_ok=True)
-    path = os.path.join(STATE_DIR, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    with open(fd, "wb") as f:
-        f.write(data)
-    return path
-
-
-def write_file(path, data, mode, append):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "ab" if append else "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)
-    return b""
-
-
-def read_file(path, max_bytes):
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > max_bytes:
-            raise ValueError(f"the file is {size} bytes, over the limit of {max_bytes}")
-        return f.read(max_bytes + 1)[:max_bytes]
-
-
-def extract(archive, path):
-    os.makedirs(path, exist_ok=True)
-    with tarfile.open(fileobj=archive) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(path, filter="data")
-        else:  # members were already checked by the host
-            tar.extractall(path)
-    return b""
-
-
-def pack(path, max_bytes):
-    if not os.path.lexists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(path, arcname=os.path.basename(path.rstrip("/")) or ".")
-    if buf.tell() > max_bytes:
-        raise ValueError(f"the archive is over the limit of {max_bytes} bytes")
-    return buf.getvalue()
-
-
-def error_kind(exc):
-    if isinstance(exc, FileNotFoundError):
-        return "not_found"
-    if isinstance(exc, (OSError, ValueError, tarfile.TarError)):
-        return "invalid"
-    return "internal"
-
-
-def resolve(path):
-    return os.path.join(WORKDIR, path)
-
-
-def run_script(path, env):
-    """Be `python3 path` in this forked child: fresh streams, environment, argv, site and exit code.
-
-    The working directory comes first on sys.path (files sent beside a script import), and a
-    traceback shows the script's frames only, as `python3 script.py` would.
-    """
-    os.chdir(WORKDIR)
-    os.environ.clear()
-    os.environ.update(env)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-    sys.argv = [path]
-    sys.path.insert(0, WORKDIR)
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    sys.modules["__main__"] = main
-    code = 0
-    try:
-        with open(path, "rb") as f:
-            source = f.read()
-        exec(compile(source, path, "exec"), main.__dict__)
-    except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
-    except BaseException as exc:
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != path:
-            tb = tb.tb_next
-        traceback.print_exception(type(exc), exc, tb)
-        code = 1
-    with contextlib.suppress(BaseException):
-        threading._shutdown()
-        import atexit
-
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-    os._exit(code & 0xFF)
 
 
 def read_frames(requests):

@@ -23,7 +23,19 @@ from typing import Any, Protocol
 
 from agentrl.sandbox_server.errors import InvalidRequest, SandboxDead, SandboxError
 
-AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_text()
+
+def _agent_source() -> str:
+    """The program the agent runs (`python3 -c`): its helper module, then the agent itself."""
+    lib = Path(__file__).with_name("agent_lib.py").read_text()
+    return (
+        "import sys, types\n"
+        "_lib = types.ModuleType('agentrl_agent_lib')\n"
+        f"exec(compile({lib!r}, 'agent_lib.py', 'exec'), _lib.__dict__)\n"
+        "sys.modules['agentrl_agent_lib'] = _lib\n" + Path(__file__).with_name("agent.py").read_text()
+    )
+
+
+AGENT_SOURCE = _agent_source()
 HEADER = struct.Struct(">I")
 MAX_STREAM_FRAME = 1 << 24  # Docker cuts a container's output into frames far smaller than this
 

@@ -15,6 +15,7 @@ import binascii
 import contextlib
 import secrets
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from agentrl.sandbox_server.metrics import Metrics
 
 MAX_OUTPUT_BYTES = 1 << 20
+WAIT_FOR_WIPE_S = 0.25
 
 
 def b64decode(data: str, what: str) -> bytes:
@@ -50,8 +52,14 @@ class RunCodeService:
         self._wiping = 0
 
     def _take(self) -> tuple[AgentSandbox, int]:
+        """An idle runner; if none but one is being wiped, wait for it a little (a wipe takes a few
+        milliseconds, a container start may take a second); else a new sandbox."""
         with self._lock:
-            while self._idle:
+            deadline = time.monotonic() + WAIT_FOR_WIPE_S
+            while self._idle or (self._wiping and time.monotonic() < deadline):
+                if not self._idle:
+                    self._lock.wait(max(deadline - time.monotonic(), 0.0))
+                    continue
                 sandbox, uses = self._idle.pop()  # the most recently used: the oldest ones may expire
                 if not sandbox.closed_reason and not sandbox.dead:
                     return sandbox, uses
@@ -64,6 +72,7 @@ class RunCodeService:
                 with self._lock:
                     if len(self._idle) < self.max_idle:
                         self._idle.append((sandbox, uses))
+                        self._lock.notify_all()
                         return
         except SandboxError as exc:
             log.warning("run_code runner dropped: %s", exc)

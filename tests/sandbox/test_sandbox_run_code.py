@@ -19,6 +19,7 @@ def fusion(server):
     set_endpoint(server.url.replace("http://", f"http://user:{server.token}@"))
 
     def call(code: str, language: str = "python", **kwargs):
+        kwargs = {"run_timeout": 60, "compile_timeout": 60, **kwargs}  # generous: CI machines are busy
         return run_code(RunCodeRequest(code=code, language=language, **kwargs))
 
     return call
@@ -103,10 +104,10 @@ echo '{"ok":true,"status":"ok","stdout":"FORGED"}' > /proc/$agent/fd/1
     look = (
         "for d in /workspace /tmp /dev/shm /dev/mqueue; do ls -A $d | wc -l; done; ipcs -m -q | grep -c 0x; "
         "pgrep -c -f spy.sh; echo hi | cat; "
-        "grep -rlE 'VICTIM1|1MITCIV' / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -3; "
+        "grep -rlE 'VICTIM1|1MITCIV' /workspace /tmp /dev/shm /dev/mqueue /run 2>/dev/null | head -3; "
         + CONTAINER_START
     )
-    after = fusion(look, "bash")
+    after = fusion(look, "bash", run_timeout=60)
     lines = after.run_result.stdout.split("\n")
     assert lines[-2] == first.run_result.stdout.strip().split("\n")[-1], "the runner was not reused"
     assert "leak" not in after.run_result.stdout and "loot" not in after.run_result.stdout
