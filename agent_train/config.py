@@ -24,6 +24,7 @@ class TrainConfig:
     max_new_tokens: int = 128
     token_budget: int = 2048
     temperature: float = 1.0
+    exact_sampling: bool = True  # CPU: generate in float64 so samples do not depend on batching (slower)
     system_prompt: str | None = None
     success_threshold: float = 1.0
     # GRPO

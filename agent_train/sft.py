@@ -30,7 +30,8 @@ from agentrl.agent_train.transcript import Transcript
 @dataclass
 class SFTConfig:
     data: str = ""  # JSONL of episodes
-    model: str = "smollm2"  # a directory, a .gguf file or "smollm2"
+    model: str = "smollm2"  # a directory, a .gguf file, "smollm2" or "tiny:LAYERSxHIDDEN"
+    env: str = "agentrl/Search-v0"  # only for "tiny:" models, whose tokenizer is trained on its texts
     out_dir: str = "runs/sft"
     epochs: int = 2
     lr: float = 5e-5
@@ -112,14 +113,14 @@ def sft(cfg: SFTConfig, policy: Any = None, tokenizer: Any = None, log: Any = pr
     import torch
 
     from agentrl.agent_train.metrics import MetricsLog
-    from agentrl.agent_train.models import load_pretrained
+    from agentrl.agent_train.models import load_model
 
     torch.manual_seed(cfg.seed)
     device = (
         "cuda" if cfg.device == "auto" and torch.cuda.is_available() else cfg.device.replace("auto", "cpu")
     )
     if policy is None:
-        policy, tokenizer = load_pretrained(cfg.model, device)
+        policy, tokenizer = load_model(cfg.model, cfg.env, device, cfg.seed)
     policy.to(device).train()
     episodes = load_episodes(cfg, tokenizer, log)
     out = Path(cfg.out_dir)

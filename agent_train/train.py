@@ -32,6 +32,17 @@ from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, collec
 # ---------------------------------------------------------------------------------------------
 # rollouts in the background
 # ---------------------------------------------------------------------------------------------
+def train_seeds(cfg: TrainConfig, step: int) -> list[int]:
+    """The env seeds (one per group) of a training step."""
+    base = cfg.seed * 1_000_003 + step * cfg.groups_per_step
+    return [base + i for i in range(cfg.groups_per_step)]
+
+
+def eval_seeds(cfg: TrainConfig) -> list[int]:
+    """The env seeds of every evaluation (of the eval split, where the env has splits)."""
+    return [cfg.eval_seed_offset + i for i in range(cfg.eval_seeds)]
+
+
 class RolloutProducer:
     """Collects step s's groups on its own event loop thread once the policy version reaches
     s - max_staleness, so rollouts for the next step run while the current one trains.
@@ -53,10 +64,6 @@ class RolloutProducer:
         self._job: Any = None
         self.thread.start()
 
-    def seeds_for(self, step: int) -> list[int]:
-        base = self.cfg.seed * 1_000_003 + step * self.cfg.groups_per_step
-        return [base + i for i in range(self.cfg.groups_per_step)]
-
     def start(self, first_step: int, steps: int) -> None:
         self.collected = first_step - 1
         self._job = asyncio.run_coroutine_threadsafe(self._produce(first_step, steps), self.loop)
@@ -68,7 +75,7 @@ class RolloutProducer:
             tokens_before, busy_before = self.backend.generated_tokens, self.backend.busy_s
             groups = await collect_groups(
                 self.train_spec,
-                self.seeds_for(step),
+                train_seeds(self.cfg, step),
                 self.cfg.group_size,
                 sample_seed=derive_seed(self.cfg.seed, self.TRAIN, step),
             )
@@ -376,11 +383,11 @@ def train(
     metrics = MetricsLog(out, tensorboard=cfg.tensorboard)
     guard = FailureGuard(cfg.max_idle_steps, cfg.max_excluded_frac, log)
     ledger = TaskLedger()
-    eval_seeds = [cfg.eval_seed_offset + i for i in range(cfg.eval_seeds)]
+    held_out = eval_seeds(cfg)
     result: dict[str, Any] = {"out_dir": str(out)}
 
     def run_eval(step: int, name: str) -> dict[str, float]:
-        scores, episodes = producer.evaluate(eval_seeds, cfg.eval_k)
+        scores, episodes = producer.evaluate(held_out, cfg.eval_k)
         scores.update(
             {f"eval_{k}": v for k, v in guard.check_episodes(f"eval at step {step}", episodes).items()}
         )
@@ -483,7 +490,7 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, device: str) -> 
     gen_model = copy.deepcopy(policy).requires_grad_(False)
     if device.startswith("cuda") and cfg.bf16:
         gen_model = gen_model.to(torch.bfloat16)
-    elif device == "cpu":  # float64: samples that do not depend on how requests were batched
+    elif device == "cpu" and cfg.exact_sampling:  # float64: samples independent of how requests were batched
         gen_model = gen_model.to(torch.float64)
     return HFBackend(gen_model, tokenizer, temperature=cfg.temperature, seed=cfg.seed)
 

@@ -1,10 +1,13 @@
-"""Flights-v0 in-process speed: reset and step latency, and oracle episodes per second.
+"""Flights-v0 in-process speed: reset and step latency, cold world cost, oracle episodes per second.
 
-Baseline, measured in the same run: setting up each episode's database by building the world's
-rows through the ORM one by one, instead of copying the cached template with SQLite's backup API.
+Every seed has its own world. A reset of a seed whose world is cached copies the template's pages
+(and, when the task was drawn before, as in a GRPO group, skips drawing it); a seed seen for the
+first time pays for generating its world and loading the template (the cold cost). Baseline,
+measured in the same run: setting up an episode's database by adding the world's rows through
+the ORM one by one instead of copying the cached template.
 
     python bench/flights.py                  # 1-day and 30-day schedules
-    python bench/flights.py --days 1 --episodes 300
+    python bench/flights.py --days 1 --episodes 200
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from rich.table import Table
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.flights.oracle import OraclePolicy
-from agentrl.flights.world import WORLDS, build_row_by_row, new_engine
+from agentrl.flights.tasks import FAMILIES
+from agentrl.flights.world import WORLDS, build_row_by_row, build_template, generate_world, new_engine
 
 
 def pct(values: list[float], q: float) -> float:
@@ -29,16 +33,26 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(days: int, episodes: int, baseline_reps: int) -> dict[str, float]:
-    env = gym.make("agentrl/Flights-v0", days=days, world_pool=4).unwrapped
-    for s in range(4):  # warm the template cache: generation is a one-off per world
-        env.reset(seed=s)
-    resets, steps = [], []
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
-    for s in range(episodes):
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(days: int, episodes: int, worlds: int, baseline_reps: int) -> dict[str, list[float] | float]:
+    env = gym.make("agentrl/Flights-v0", days=days).unwrapped
+    seeds = [10_000 + s for s in range(min(worlds, WORLDS.maxsize))]
+    colds, news, cached, steps = [], [], [], []
+    for seed in seeds:  # first reset of a seed: its world is generated and loaded
+        colds.append(timed(lambda seed=seed: env.reset(seed=seed, options={"family": "cheapest"})))
+    for seed in seeds:  # a new task in a cached world
+        news.append(timed(lambda seed=seed: env.reset(seed=seed, options={"family": "budget"})))
+    start = time.perf_counter()
+    for n in range(episodes):  # GRPO-like: each (seed, family) again, world and task cached
+        options = {"family": FAMILIES[n % 2 * 2]}
         t = time.perf_counter()
-        observation, info = env.reset(seed=s)
-        resets.append(time.perf_counter() - t)
+        observation, info = env.reset(seed=seeds[n % len(seeds)], options=options)
+        cached.append(time.perf_counter() - t)
         policy, done = OraclePolicy(), False
         while not done:
             action = policy(observation, info)
@@ -47,22 +61,26 @@ def measure(days: int, episodes: int, baseline_reps: int) -> dict[str, float]:
             steps.append(time.perf_counter() - t)
             done = terminated or truncated
     elapsed = time.perf_counter() - start
-    engine, world = new_engine(), WORLDS.get(0, days)
-    baseline = []
-    for _ in range(baseline_reps):
+    generate, load = [], []
+    for s in range(3):
         t = time.perf_counter()
-        build_row_by_row(world, engine)
-        baseline.append(time.perf_counter() - t)
+        world = generate_world("train", 20_000 + s, days)
+        generate.append(time.perf_counter() - t)
+        load.append(timed(lambda world=world: build_template(world).serialize()))
+    engine, world = new_engine(), WORLDS.get("train", seeds[0], days)
+    baseline = [timed(lambda: build_row_by_row(world, engine)) for _ in range(baseline_reps)]
     env.close()
     return {
-        "reset_med": statistics.median(resets),
-        "reset_p99": pct(resets, 0.99),
-        "step_med": statistics.median(steps),
-        "step_p99": pct(steps, 0.99),
+        "cold": colds,
+        "new": news,
+        "cached": cached,
+        "steps": steps,
+        "generate": generate,
+        "load": load,
+        "baseline": baseline,
         "eps": episodes / elapsed,
-        "base_med": statistics.median(baseline),
-        "base_p99": pct(baseline, 0.99),
         "steps_per_ep": len(steps) / episodes,
+        "flights": len(world.flights),
     }
 
 
@@ -70,31 +88,50 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, nargs="+", default=[1, 30])
     parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--worlds", type=int, default=20, help="seeds (worlds) the episodes cycle over")
     parser.add_argument("--baseline-reps", type=int, default=3)
     args = parser.parse_args()
     console = Console()
     table = Table(title="Flights-v0 in-process (oracle episodes; ms unless stated)")
     for col in ("days", "metric", "median", "p99", "baseline median", "ratio (baseline / this)"):
         table.add_column(col, justify="right")
+    ms = 1000.0
     for days in args.days:
-        r = measure(days, args.episodes, args.baseline_reps)
-        ms = 1000.0
+        worlds = args.worlds if days == 1 else min(args.worlds, 4)
+        r = measure(days, args.episodes if days == 1 else args.episodes // 4, worlds, args.baseline_reps)
+        base = statistics.median(r["baseline"])
+        rows = [
+            ("reset, cached world and task", r["cached"]),
+            ("reset, new task in a cached world", r["new"]),
+            ("reset, new seed (cold world)", r["cold"]),
+            ("  of which: generate world", r["generate"]),
+            ("  of which: load template", r["load"]),
+        ]
+        for name, values in rows:
+            med = statistics.median(values)
+            table.add_row(
+                str(days),
+                name,
+                f"{med * ms:.2f}",
+                f"{pct(values, 0.99) * ms:.2f}",
+                f"{base * ms:.0f}",
+                f"{base / med:.1f}x",
+            )
         table.add_row(
             str(days),
-            "reset (template copy)",
-            f"{r['reset_med'] * ms:.2f}",
-            f"{r['reset_p99'] * ms:.2f}",
-            f"{r['base_med'] * ms:.0f}",
-            f"{r['base_med'] / r['reset_med']:.0f}x",
+            "step",
+            f"{statistics.median(r['steps']) * ms:.3f}",
+            f"{pct(r['steps'], 0.99) * ms:.3f}",
+            "-",
+            "-",
         )
-        table.add_row(str(days), "step", f"{r['step_med'] * ms:.3f}", f"{r['step_p99'] * ms:.3f}", "-", "-")
         table.add_row(
             str(days),
-            f"episodes/s ({r['steps_per_ep']:.1f} steps/ep)",
+            f"episodes/s ({r['steps_per_ep']:.1f} steps/ep, {r['flights']} flights)",
             f"{r['eps']:.0f}",
             "-",
-            f"{1 / r['base_med']:.2f}",
-            f"{r['eps'] * r['base_med']:.0f}x",
+            f"{1 / base:.2f}",
+            f"{r['eps'] * base:.0f}x",
         )
     console.print(table)
     console.print(

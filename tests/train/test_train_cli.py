@@ -107,12 +107,6 @@ def test_trains_on_a_real_tool_env_in_process(tmp_path):
 
 
 def test_one_grpo_step_on_flights(tmp_path):
-    from agentrl.registration import load_env_class
-
-    try:
-        load_env_class("agentrl/Flights-v0")
-    except (ImportError, AttributeError):
-        pytest.skip("Flights-v0 is not available")
     out = tmp_path / "flights"
     assert (
         main(
@@ -150,3 +144,29 @@ def test_one_grpo_step_on_flights(tmp_path):
         row = [r for r in csv.DictReader(f) if r["reward_mean"]][-1]
     assert float(row["turns_mean"]) == 2 and float(row["drift"]) == 0 and float(row["excluded"]) == 0
     assert float(row["masked_frac"]) > 0.9  # the env's long observations are never trained on
+
+
+def test_resuming_keeps_the_kl_anchor_on_the_model_the_run_started_from(tmp_path):
+    import torch
+
+    from agentrl.agent_train.config import TrainConfig
+    from agentrl.agent_train.models import load_model
+    from agentrl.agent_train.train import reference_model
+
+    toy = "agentrl-test/PickWord-v0"
+    trained, _ = load_model("tiny:1x32", toy)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.5)  # stands for the checkpoint's trained weights
+    start, _ = load_model("tiny:1x32", toy)
+    resumed = TrainConfig(env=toy, model="tiny:1x32", resume=str(tmp_path), kl_coef=0.1)
+    ref = reference_model(resumed, trained, "cpu")
+    assert all(
+        torch.equal(a, b) for a, b in zip(ref.state_dict().values(), start.state_dict().values(), strict=True)
+    )
+    fresh = reference_model(TrainConfig(env=toy, model="tiny:1x32", kl_coef=0.1), trained, "cpu")
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(fresh.state_dict().values(), trained.state_dict().values(), strict=True)
+    )
+    assert reference_model(TrainConfig(env=toy, kl_coef=0.0), trained, "cpu") is None

@@ -170,3 +170,18 @@ def test_pass_at_k_known_values():
     assert pass_at_k(4, 1, 4) == 1.0
     assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
     assert pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)
+
+
+def test_the_baseline_ignores_episodes_excluded_from_training():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 9.0]])  # the last one failed: its reward means nothing
+    valid = torch.tensor([[True, True, True, False]])
+    adv, keep = group_advantages(rewards, "mean", valid=valid)
+    assert torch.allclose(adv, torch.tensor([[2 / 3, -1 / 3, -1 / 3, 0.0]]))
+    assert keep.tolist() == [[True, True, True, False]]
+    # the kept episodes get what they would get without the excluded one
+    alone, _ = group_advantages(rewards[:, :3], "std")
+    with_excluded, _ = group_advantages(rewards, "std", valid=valid)
+    assert torch.allclose(with_excluded[:, :3], alone)
+    # a group left with one valid episode has no baseline: advantage 0, skipped
+    adv, keep = group_advantages(rewards, "std", valid=torch.tensor([[True, False, False, False]]))
+    assert not keep.any() and torch.equal(adv, torch.zeros_like(adv))

@@ -1,0 +1,44 @@
+"""Every benchmark keeps running: each `bench/*.py --quick` runs to the end as its own process.
+
+A benchmark no test runs rots (an API changes under it and nobody notices until its figure is
+needed again); the quick modes are small enough for CI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
+NEEDS_DOCKER = {"sandbox.py", "code_envs.py"}
+
+
+def docker_running() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
+
+
+def test_every_bench_is_covered():
+    assert {"rollouts.py", "two_stage.py", "flights.py"} <= set(BENCHES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", BENCHES)
+def test_bench_runs_in_quick_mode(bench, tmp_path):
+    if bench in NEEDS_DOCKER and not docker_running():
+        unavailable("the Docker engine is not running")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    args = [sys.executable, str(ROOT / "bench" / bench), "--quick"]
+    if bench == "two_stage.py":
+        args += ["--out", str(tmp_path / "two_stage"), "--threads", "1"]
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{bench} --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.stdout.strip(), f"{bench} --quick printed nothing"
