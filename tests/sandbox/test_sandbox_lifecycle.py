@@ -172,3 +172,19 @@ def test_cli_reports_missing_docker(port):
     )
     assert proc.returncode == 2
     assert "Docker engine" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_agent_ends_when_its_host_falls_silent():
+    """The watchdog: heartbeats keep a sandbox alive; without them it ends after `watchdog_s`."""
+    from agentrl.sandbox_server.docker_backend import DockerBackend
+
+    with (
+        DockerBackend(pool_size=0, watchdog_s=2.0, reap_interval_s=0.5) as beating,
+        DockerBackend(pool_size=0, watchdog_s=2.0, reap_interval_s=3600) as silent,
+    ):
+        alive, orphan = beating.create(), silent.create()
+        orphan.exec("sleep 1000 &", keep_alive=True)
+        cid = silent._sandboxes[orphan.sandbox_id][1]
+        gone = lambda: not silent.docker.api.containers(filters={"id": cid})  # noqa: E731
+        wait_until(gone, 20, "the silent host's container to stop")
+        assert alive.exec("echo still here").stdout == "still here\n"
