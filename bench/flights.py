@@ -90,7 +90,10 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--worlds", type=int, default=20, help="seeds (worlds) the episodes cycle over")
     parser.add_argument("--baseline-reps", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="1 day, 20 episodes, 4 worlds (CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.days, args.episodes, args.worlds, args.baseline_reps = [1], 20, 4, 1
     console = Console()
     table = Table(title="Flights-v0 in-process (oracle episodes; ms unless stated)")
     for col in ("days", "metric", "median", "p99", "baseline median", "ratio (baseline / this)"):
