@@ -7,6 +7,8 @@ runs leaves in one frame, and while `max_frames` frames are in flight, new steps
 together with the next, so 512 concurrent episodes cost the server a few messages per round
 instead of 512 requests. The sync channel keeps one connection per thread using it at once.
 
+The WebSocket itself is websockets' sans-I/O `ClientProtocol`, driven by a plain socket (sync) or
+an asyncio protocol (async): no reader thread or task, no queue between the socket and the caller.
 Both return an `Answer` per step, exactly as the HTTP transport does, and fail with httpx's
 transport errors (`ConnectError`, `ReadError`, `ReadTimeout`), so the clients' one retry policy
 and their typed errors apply unchanged whichever way a call travels.
@@ -15,20 +17,24 @@ and their typed errors apply unchanged whichever way a call travels.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
+import socket
+import ssl
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from websockets.asyncio.client import ClientConnection as AsyncConnection
-from websockets.asyncio.client import connect as async_connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.sync.client import ClientConnection as SyncConnection
-from websockets.sync.client import connect as sync_connect
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.frames import Opcode
+from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from agentrl.server.wire import MAX_BATCH, MUX_PATH, dumps, loads
+
+_DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 
 @dataclass(frozen=True)
@@ -58,9 +64,6 @@ def _answers(frame: dict[str, Any], size: int) -> list[Answer]:
     return [Answer(r["status"], r["result"] if r["status"] == 200 else r["error"]) for r in results]
 
 
-_OPEN_FAILURES = (OSError, InvalidHandshake, TimeoutError)
-
-
 def _refused(exc: InvalidStatus) -> Answer:
     """The server's HTTP answer to a refused handshake (a 401, say), read as any other answer."""
     response = exc.response
@@ -70,14 +73,98 @@ def _refused(exc: InvalidStatus) -> Answer:
         body = (response.body or b"").decode(errors="replace")
     after = response.headers.get("Retry-After", "")
     return Answer(response.status_code, body, float(after) if after.isdigit() else None)
-_LOST = (ConnectionClosed, OSError)
 
 
-def _options(headers: dict[str, str], timeout: float, max_size: int) -> dict[str, Any]:
-    # no compression (small hot messages), no proxy (the episode server is addressed directly),
-    # pings kept so that a dead peer is noticed
-    return {"additional_headers": headers, "open_timeout": timeout, "max_size": max_size,
-            "compression": None, "proxy": None, "user_agent_header": "agentrl"}
+class ConnectionLost(Exception):
+    """The WebSocket closed, or the server broke the protocol."""
+
+
+class _Link:
+    """One connection's WebSocket state, no I/O: bytes in, whole messages out, bytes to send."""
+
+    def __init__(self, url: str, headers: dict[str, str], max_size: int) -> None:
+        self.uri = parse_uri(url)
+        self.protocol = ClientProtocol(self.uri, max_size=max_size)
+        request = self.protocol.connect()
+        request.headers["User-Agent"] = "agentrl"
+        for name, value in headers.items():
+            request.headers[name] = value
+        self.protocol.send_request(request)
+        self.open = False
+        self._parts: list[bytes] = []
+
+    def outgoing(self) -> bytes:
+        return b"".join(self.protocol.data_to_send())
+
+    def message(self, payload: bytes) -> bytes:
+        """The bytes that send `payload` as one binary message."""
+        self.protocol.send_binary(payload)
+        return self.outgoing()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Take bytes read from the socket (b"" at its end); return the messages they complete.
+        Raises `InvalidHandshake` if the server refused the connection, `ConnectionLost` once it
+        is closed. Pings are answered in `outgoing()`, which the caller sends after each feed."""
+        if data:
+            self.protocol.receive_data(data)
+        else:
+            self.protocol.receive_eof()
+        messages = []
+        for event in self.protocol.events_received():
+            if isinstance(event, Response):
+                if self.protocol.handshake_exc is not None:
+                    raise self.protocol.handshake_exc
+                self.open = True
+            elif event.opcode in _DATA:
+                self._parts.append(event.data)
+                if event.fin:
+                    messages.append(self._parts[0] if len(self._parts) == 1 else b"".join(self._parts))
+                    self._parts = []
+        if self.protocol.state in (State.CLOSING, State.CLOSED) or not data:
+            if messages:  # hand these over first; the next feed reports the close
+                return messages
+            raise ConnectionLost(str(self.protocol.close_exc) if self.protocol.state is State.CLOSED
+                                 else "the server closed the connection")
+        return messages
+
+
+_OPEN_FAILURES = (OSError, InvalidHandshake, TimeoutError, asyncio.TimeoutError, ConnectionLost)
+
+
+class _SyncConnection:
+    """A WebSocket over a blocking socket, one request at a time."""
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float, max_size: int) -> None:
+        self.link = _Link(url, headers, max_size)
+        uri = self.link.uri
+        self.sock = socket.create_connection((uri.host, uri.port), timeout=timeout)
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if uri.secure:
+                self.sock = ssl.create_default_context().wrap_socket(self.sock, server_hostname=uri.host)
+            self.sock.sendall(self.link.outgoing())
+            while not self.link.open:
+                self._read()
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _read(self) -> list[bytes]:
+        messages = self.link.feed(self.sock.recv(1 << 16))
+        reply = self.link.outgoing()
+        if reply:
+            self.sock.sendall(reply)
+        return messages
+
+    def request(self, payload: bytes) -> bytes:
+        self.sock.sendall(self.link.message(payload))
+        while True:
+            messages = self._read()
+            if messages:
+                return messages[-1]
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class SyncSteps:
@@ -85,9 +172,8 @@ class SyncSteps:
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout: float, max_size: int) -> None:
         self.url = socket_url(base_url)
-        self.timeout = timeout
-        self.options = _options(headers, timeout, max_size)
-        self._idle: list[SyncConnection] = []
+        self.headers, self.timeout, self.max_size = headers, timeout, max_size
+        self._idle: list[_SyncConnection] = []
         self._lock = threading.Lock()
 
     def send(self, item: dict[str, Any]) -> Answer:
@@ -95,18 +181,17 @@ class SyncSteps:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             try:
-                conn = sync_connect(self.url, legacy=True, **self.options)
+                conn = _SyncConnection(self.url, self.headers, self.timeout, self.max_size)
             except InvalidStatus as exc:
                 return _refused(exc)
             except _OPEN_FAILURES as exc:
                 raise httpx.ConnectError(f"cannot open {self.url}: {exc}") from exc
         try:
-            conn.send(dumps({"id": 0, "steps": [item]}))
-            reply = conn.recv(timeout=self.timeout)
+            reply = conn.request(dumps({"id": 0, "steps": [item]}))
         except TimeoutError as exc:
             conn.close()
             raise httpx.ReadTimeout(f"no answer from {self.url} in {self.timeout} s") from exc
-        except _LOST as exc:
+        except (ConnectionLost, OSError) as exc:
             conn.close()
             raise httpx.ReadError(f"connection to {self.url} lost: {exc}") from exc
         with self._lock:
@@ -120,56 +205,101 @@ class SyncSteps:
             conn.close()
 
 
+class _AsyncConnection(asyncio.Protocol):
+    """A WebSocket on an asyncio transport: messages go to `steps` as they are read."""
+
+    def __init__(self, link: _Link, steps: AsyncSteps) -> None:
+        self.link, self.steps = link, steps
+        self.opened: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self.link.outgoing())  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self._take(data)
+
+    def eof_received(self) -> bool | None:
+        self._take(b"")
+        return None
+
+    def _take(self, data: bytes) -> None:
+        try:
+            messages = self.link.feed(data)
+        except Exception as exc:  # refused, closed, or not WebSocket: this connection is done
+            self._end(exc)
+            return
+        reply = self.link.outgoing()
+        if reply and self.transport is not None:
+            self.transport.write(reply)
+        if self.link.open and not self.opened.done():
+            self.opened.set_result(None)
+        for message in messages:
+            self.steps._received(self, message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(exc or ConnectionLost("the connection closed"))
+
+    def _end(self, exc: BaseException) -> None:
+        if not self.opened.done():
+            self.opened.set_exception(exc)
+        self.steps._lost(self, exc)
+        if self.transport is not None:
+            self.transport.close()
+
+    def send(self, payload: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(self.link.message(payload))
+
+
 class AsyncSteps:
     """Steps from coroutines, coalesced into frames over one connection (opened on first use)."""
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout: float, max_size: int,
                  max_frames: int = 4) -> None:
         self.url = socket_url(base_url)
-        self.timeout = timeout
+        self.headers, self.timeout, self.max_size = headers, timeout, max_size
         self.max_frames = max_frames
-        self.options = _options(headers, timeout, max_size)
         self._pending: list[tuple[dict[str, Any], asyncio.Future]] = []
         self._in_flight: dict[int, tuple[list[asyncio.Future], asyncio.TimerHandle]] = {}
         self._ids = itertools.count()
-        self._conn: AsyncConnection | None = None
-        self._wake: asyncio.Event | None = None
-        self._writer: asyncio.Task | None = None
-        self._reader: asyncio.Task | None = None
+        self._conn: _AsyncConnection | None = None
+        self._opening: asyncio.Task | None = None
+        self._scheduled = False
 
     async def send(self, item: dict[str, Any]) -> Answer:
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._pending.append((item, future))
-        if self._writer is None or self._writer.done():
-            self._wake = asyncio.Event()
-            self._writer = asyncio.get_running_loop().create_task(self._write())
-        assert self._wake is not None
-        self._wake.set()
+        if not self._scheduled:  # the flush runs after every step asked for in this iteration
+            self._scheduled = True
+            loop.call_soon(self._flush)
         return await future
 
-    async def _write(self) -> None:
+    def _flush(self) -> None:
         """Send what is pending, a frame at a time, while fewer than `max_frames` are in flight."""
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending and len(self._in_flight) < self.max_frames:
-                conn = self._conn or await self._open()
-                if conn is None:
-                    break
-                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                frame_id = next(self._ids)
-                timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, frame_id)
-                self._in_flight[frame_id] = ([future for _, future in batch], timer)
-                try:
-                    await conn.send(dumps({"id": frame_id, "steps": [item for item, _ in batch]}))
-                except _LOST as exc:
-                    self._lost(conn, exc)
+        self._scheduled = False
+        if self._conn is None:
+            if self._pending and (self._opening is None or self._opening.done()):
+                self._opening = asyncio.get_running_loop().create_task(self._open())
+            return
+        while self._pending and len(self._in_flight) < self.max_frames:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            frame_id = next(self._ids)
+            timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, frame_id)
+            self._in_flight[frame_id] = ([future for _, future in batch], timer)
+            self._conn.send(dumps({"id": frame_id, "steps": [item for item, _ in batch]}))
 
-    async def _open(self) -> AsyncConnection | None:
+    async def _open(self) -> None:
+        link = _Link(self.url, self.headers, self.max_size)
+        made: list[_AsyncConnection] = []
         try:
-            self._conn = await async_connect(self.url, **self.options)
+            conn = await asyncio.wait_for(self._connect(link, made), self.timeout)
         except _OPEN_FAILURES as exc:
+            for half_open in made:
+                if half_open.transport is not None:
+                    half_open.transport.close()
             pending, self._pending = self._pending, []
             refusal = _refused(exc) if isinstance(exc, InvalidStatus) else None
             for _, future in pending:
@@ -179,30 +309,39 @@ class AsyncSteps:
                     future.set_result(refusal)
                 else:
                     future.set_exception(httpx.ConnectError(f"cannot open {self.url}: {exc}"))
-            return None
-        self._reader = asyncio.get_running_loop().create_task(self._read(self._conn))
-        return self._conn
+            return
+        self._conn = conn
+        self._flush()
 
-    async def _read(self, conn: AsyncConnection) -> None:
+    async def _connect(self, link: _Link, made: list[_AsyncConnection]) -> _AsyncConnection:
+        def protocol() -> _AsyncConnection:
+            made.append(_AsyncConnection(link, self))
+            return made[-1]
+
+        uri = link.uri
+        _, conn = await asyncio.get_running_loop().create_connection(
+            protocol, uri.host, uri.port, ssl=ssl.create_default_context() if uri.secure else None)
+        await conn.opened
+        return conn
+
+    def _received(self, conn: _AsyncConnection, message: bytes) -> None:
         try:
-            async for message in conn:
-                frame = loads(message)
-                waiting = self._in_flight.pop(frame.get("id"), None)
-                if waiting is None:  # expired meanwhile, or a refusal without an id
-                    continue
-                futures, timer = waiting
-                timer.cancel()
-                for future, answer in zip(futures, _answers(frame, len(futures)), strict=True):
-                    if not future.done():
-                        future.set_result(answer)
-                if self._pending and self._wake is not None:
-                    self._wake.set()
-            self._lost(conn, ConnectionError("closed by the server"))
-        except Exception as exc:  # lost, or a reply that is not JSON: either way this connection is done
-            self._lost(conn, exc)
-            await conn.close()
+            frame = loads(message)
+            waiting = self._in_flight.pop(frame.get("id"), None)
+        except (ValueError, AttributeError) as exc:
+            conn._end(ConnectionLost(f"not a reply frame: {exc}"))
+            return
+        if waiting is None:  # expired meanwhile, or a refusal without an id
+            return
+        futures, timer = waiting
+        timer.cancel()
+        for future, answer in zip(futures, _answers(frame, len(futures)), strict=True):
+            if not future.done():
+                future.set_result(answer)
+        if self._pending:
+            self._flush()
 
-    def _lost(self, conn: AsyncConnection, exc: BaseException) -> None:
+    def _lost(self, conn: _AsyncConnection, exc: BaseException) -> None:
         """Fail every step in flight on `conn` (their retries carry the same request ids)."""
         if self._conn is not conn:
             return
@@ -212,25 +351,22 @@ class AsyncSteps:
         for futures, timer in in_flight.values():
             timer.cancel()
             _fail(futures, error)
-        if self._pending and self._wake is not None:
-            self._wake.set()
+        if self._pending:
+            self._flush()
 
     def _expire(self, frame_id: int) -> None:
         waiting = self._in_flight.pop(frame_id, None)
         if waiting is not None:
             _fail(waiting[0], httpx.ReadTimeout(f"no answer from {self.url} in {self.timeout} s"))
-            if self._pending and self._wake is not None:
-                self._wake.set()
+            if self._pending:
+                self._flush()
 
     async def aclose(self) -> None:
-        for task in (self._writer, self._reader):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await conn.close()
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
         error = httpx.ReadError("the client was closed")
         _fail([future for _, future in self._pending], error)
         for futures, timer in self._in_flight.values():

@@ -189,28 +189,19 @@ def test_metrics_count_episodes_steps_and_errors(http):
 
 def test_client_retries_a_lost_response_without_stepping_twice(base_url, monkeypatch):
     """The network drops the first answer to each step; the retry carries the same request_id."""
-    from websockets.exceptions import ConnectionClosedError
-
     import agentrl.client_steps as steps
 
-    real_connect = steps.sync_connect
+    real_request = steps._SyncConnection.request
     answered: list[bytes] = []
 
-    def flaky_connect(*args, **kwargs):
-        conn = real_connect(*args, **kwargs)
-        real_recv = conn.recv
+    def flaky(self, payload):
+        reply = real_request(self, payload)  # the server has stepped and answered
+        answered.append(reply)
+        if len(answered) % 2 == 1:
+            raise steps.ConnectionLost("dropped")  # ... and the answer is lost on the way
+        return reply
 
-        def recv(timeout=None):
-            reply = real_recv(timeout)  # the server has stepped and answered
-            answered.append(reply)
-            if len(answered) % 2 == 1:
-                raise ConnectionClosedError(None, None)  # ... and the answer is lost on the way
-            return reply
-
-        conn.recv = recv
-        return conn
-
-    monkeypatch.setattr(steps, "sync_connect", flaky_connect)
+    monkeypatch.setattr(steps._SyncConnection, "request", flaky)
     with EnvClient(base_url) as client:
         eid = client.create_episode(ECHO, seed=0).episode_id
         results = [client.step(eid, call("echo", text=str(i))) for i in range(3)]

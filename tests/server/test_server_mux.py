@@ -9,7 +9,6 @@ import re
 import httpx
 import pytest
 from server_helpers import ECHO, call
-from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
 import agentrl.client_steps as steps
@@ -94,23 +93,20 @@ def test_concurrent_steps_of_many_coroutines_share_frames(base_url):
 def test_async_client_retries_steps_lost_with_their_connection(base_url, monkeypatch):
     """The connection drops after the server answered a frame; every step in it is retried with its
     request_id on a new connection and none is stepped twice."""
-    real_connect = steps.async_connect
+    real_received = steps.AsyncSteps._received
     opened: list[object] = []
+    dropped: list[bytes] = []
 
-    async def flaky_connect(*args, **kwargs):
-        conn = await real_connect(*args, **kwargs)
-        opened.append(conn)
-        if len(opened) == 1:
-            real_recv = conn.recv
+    def flaky(self, conn, message):
+        if conn not in opened:
+            opened.append(conn)
+        if not dropped:
+            dropped.append(message)  # the server has stepped and answered
+            conn._end(steps.ConnectionLost("dropped"))  # ... and the answer is lost on the way
+            return
+        real_received(self, conn, message)
 
-            async def recv(*a, **k):
-                await real_recv(*a, **k)
-                raise ConnectionClosedError(None, None)
-
-            conn.recv = recv  # `async for` reads through recv
-        return conn
-
-    monkeypatch.setattr(steps, "async_connect", flaky_connect)
+    monkeypatch.setattr(steps.AsyncSteps, "_received", flaky)
 
     async def main():
         async with AsyncEnvClient(base_url) as client:
@@ -121,7 +117,7 @@ def test_async_client_retries_steps_lost_with_their_connection(base_url, monkeyp
             return results, status
 
     results, status = asyncio.run(main())
-    assert len(opened) == 2
+    assert len(opened) == 2 and len(json.loads(dropped[0])["results"]) >= 1
     assert all(r.info["turn"] == 1 for r in results) and all(s.turns == 1 for s in status)
 
 
