@@ -31,6 +31,8 @@ from agentrl.server import mux, openenv_ws
 from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import ApiError, EpisodeRegistry
 from agentrl.server.metrics import Metrics
+from agentrl.server.ui import mount_ui
+from agentrl.server.watch import watch_router
 from agentrl.server.wire import (
     API_PREFIX,
     MUX_PATH,
@@ -363,7 +365,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         return {"name": "agentrl", "version": __version__, "envs": list(registry.env_ids),
                 "default_env": config.default_env_id}
 
+    app.include_router(watch_router(registry))  # read-only: the episode list and transcripts
     app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, metrics=metrics)
     app.add_middleware(GuardMiddleware, token=config.resolved_token(),
                        max_body_bytes=config.max_body_bytes, metrics=metrics)
+    if config.ui:  # after the guard: the page's sign-in sits in front of it
+        mount_ui(app, registry, config.resolved_token())
     return app

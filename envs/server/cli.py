@@ -26,6 +26,7 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--env-kwargs", action="append", default=[], metavar="ENV_ID=JSON", type=_env_kwargs,
                    help="constructor arguments for one env id, e.g. "
                    "'agentrl/Bash-v0={\"sandbox_url\": \"http://127.0.0.1:8090\"}' (repeatable)")
+    p.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the page at /ui")
     p.add_argument("--holder", help="name heading every episode id this process creates, for routing "
                    f"by id (default: ${HOLDER_ENV_VAR}, else host name and port)")
     p.add_argument("--log-level", default="warning")
@@ -48,7 +49,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         host=args.host, port=args.port, env_ids=tuple(args.env_ids) if args.env_ids else None,
         default_env_id=args.default_env, token=args.token, max_episodes=args.max_episodes,
         idle_ttl_s=args.idle_ttl, max_age_s=args.max_age, max_action_chars=args.max_action_chars,
-        workers=args.workers, env_kwargs=dict(args.env_kwargs), holder=args.holder,
+        workers=args.workers, env_kwargs=dict(args.env_kwargs), ui=args.ui, holder=args.holder,
     )
 
 
@@ -65,6 +66,7 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentrl serve: {exc}")
         return 2
-    print(f"agentrl serving on http://{config.host}:{config.port} (docs at /docs)", flush=True)
+    page = ", page at /ui" if config.ui else ""
+    print(f"agentrl serving on http://{config.host}:{config.port} (docs at /docs{page})", flush=True)
     run(config, log_level=args.log_level)
     return 0

@@ -50,6 +50,8 @@ class ServerConfig:
     # front of several processes (a Kubernetes Service per pod, a Ray Serve deployment) can send a
     # request to the process holding its episode; default: host name and port
     holder: str | None = None
+    # the page at /ui (play, watch, read episodes; same auth as the API)
+    ui: bool = True
 
     def resolved_token(self) -> str | None:
         return self.token or os.environ.get(TOKEN_ENV_VAR) or None

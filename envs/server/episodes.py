@@ -28,6 +28,7 @@ from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor
 from agentrl.server.metrics import Metrics
+from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, Transcript
 from agentrl.server.wire import BatchItem, ErrorCode, dumps
 
 log = logging.getLogger("agentrl.server")
@@ -62,6 +63,7 @@ class Episode:
     step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
     # request_id -> future of (result, encoded bytes), oldest first
     results: OrderedDict[str, asyncio.Future] = field(default_factory=OrderedDict)
+    transcript: Transcript = field(default_factory=Transcript)  # for watchers (GET .../transcript, /ui)
 
     def __post_init__(self) -> None:
         self.step_kind = f"{self.env_id}:step"
@@ -111,6 +113,7 @@ class EpisodeRegistry:
         self._starting = 0
         self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()
         self._reaper: asyncio.Task | None = None
+        self.recently_closed = RecentlyClosed()
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -213,6 +216,7 @@ class EpisodeRegistry:
                 raise ApiError(400, ErrorCode.ENV_REJECTED,
                                f"{env_id} could not start: {type(exc).__name__}: {exc}") from exc
             ep = Episode(self._prefix + uuid.uuid4().hex, env_id, env, seed)
+            ep.transcript.begin(first)
             self.episodes[ep.episode_id] = ep
             self.metrics.episodes_created.labels(env_id).inc()
             self.metrics.live_episodes.set(self.live)
@@ -238,6 +242,7 @@ class EpisodeRegistry:
                 message = f"reset failed: {type(exc).__name__}: {exc}"
                 raise ApiError(400, ErrorCode.ENV_REJECTED, message) from exc
             ep.turns, ep.over, ep.seed = 0, False, seed
+            ep.transcript.begin(first)
             ep.results.clear()
             ep.last_used = time.monotonic()
             return first
@@ -283,6 +288,7 @@ class EpisodeRegistry:
                                f"{ep.env_id} raised while stepping: {type(exc).__name__}: {exc}") from exc
             self.metrics.stepped(ep.env_id, time.perf_counter() - started)
             ep.turns += 1
+            ep.transcript.record(action, result.reward, body)
             ep.over = result.terminated or result.truncated
             ep.last_used = time.monotonic()
             return result, body
@@ -317,6 +323,8 @@ class EpisodeRegistry:
         self.metrics.episodes_closed.labels(reason).inc()
         async with ep.lock:  # let a running step finish first
             ep.closed = True
+            self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
+                                                   time.monotonic() - ep.created, reason, ep.transcript))
             with contextlib.suppress(Exception):  # a failing close must not keep the episode alive
                 await self.dispatch.run(f"{ep.env_id}:close", ep.env.close)
         return True
