@@ -24,7 +24,7 @@ import traceback
 import types
 
 HEADER = struct.Struct(">I")
-MAX_FRAME = 64 << 20  # the host sends files in chunks; anything bigger is a broken host
+MAX_FRAME = 1 << 28  # 64 MiB of stdin is the most a request carries (base64); bigger: a broken host
 STATUS_FD, COMMAND_FD = 61, 60
 ISOLATED = os.environ.get("AGENTRL_AGENT_ISOLATED", "1") == "1"
 WORKDIR = os.environ.get("AGENTRL_AGENT_WORKDIR", "/workspace")
@@ -123,6 +123,7 @@ def user_processes():
         if not name.isdigit() or int(name) in OWN_PIDS:
             continue
         try:
+            # /proc/<pid> itself always shows the effective uid, dumpable or not (unlike its files)
             if os.stat(f"/proc/{name}").st_uid != UID:
                 continue
             with open(f"/proc/{name}/stat", "rb") as f:
@@ -399,4 +400,3 @@ def run_script(path, env):
         with contextlib.suppress(BaseException):
             stream.flush()
     os._exit(code & 0xFF)
-

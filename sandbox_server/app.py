@@ -12,6 +12,7 @@ import base64
 import binascii
 import hmac
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, TypeVar
 
@@ -75,14 +76,17 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     create_limiter = anyio.CapacityLimiter(max_creates)
     run_code_limiter = anyio.CapacityLimiter(max_run_code)
-    lanes: dict[str, tuple[anyio.CapacityLimiter, list[int]]] = {}  # sandbox -> (its limiter, [waiting])
+    # sandbox -> (its limiter, [calls running or waiting]); an entry goes with its sandbox
+    lanes: weakref.WeakKeyDictionary[AgentSandbox, tuple[anyio.CapacityLimiter, list[int]]] = (
+        weakref.WeakKeyDictionary()
+    )
 
     async def in_thread(limiter: anyio.CapacityLimiter | None, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(lambda: fn(*args), limiter=limiter or anyio.CapacityLimiter(1))
 
     async def on_sandbox(sandbox: AgentSandbox, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` in the sandbox's own lane: one at a time, at most `max_pending` running or waiting."""
-        limiter, pending = lanes.setdefault(sandbox.sandbox_id, (anyio.CapacityLimiter(1), [0]))
+        limiter, pending = lanes.setdefault(sandbox, (anyio.CapacityLimiter(1), [0]))
         if pending[0] >= max_pending:
             metrics.rejected.labels("busy").inc()
             raise Busy(f"sandbox {sandbox.sandbox_id} already has {max_pending} calls running or waiting")
@@ -91,8 +95,6 @@ def create_app(
             return await in_thread(limiter, fn, *args)
         finally:
             pending[0] -= 1
-            if pending[0] == 0 and sandbox.closed_reason:
-                lanes.pop(sandbox.sandbox_id, None)
 
     def tenant_of(request: Request) -> str:
         if not tenants:
