@@ -96,6 +96,7 @@ def test_play_flights_to_reward_1_through_the_tool_forms(page, base_url, shots):
     last = page.locator(f'#transcript .observation[data-step="{turn}"]')
     assert "terminated" in last.inner_text()
     assert page.locator("#controls").is_hidden()  # nothing left to do in a finished episode
+    assert page.locator("#over").is_visible()
     last.scroll_into_view_if_needed()
     page.screenshot(path=shots / "play-finished.png")
 

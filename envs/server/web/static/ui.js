@@ -121,7 +121,10 @@ function drawSummary(ep) {
   document.getElementById("return").textContent = num(ep.return);
   if (!DATA.play && ep.status !== "running") document.getElementById("view-kind").textContent = "Trajectory";
   const controls = document.getElementById("controls");
-  if (controls) controls.hidden = ep.status !== "running";
+  if (controls) {
+    controls.hidden = ep.status !== "running";
+    document.getElementById("over").hidden = ep.status === "running";
+  }
 }
 
 // One refresh at a time (the poll and a step both ask), so no entry is appended twice.
