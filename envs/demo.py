@@ -2,6 +2,9 @@
 
 By default it starts an agentrl server on a free loopback port and plays against it.
 
+The demo is its server's operator, so it turns on Flights-v0's privileged info (the task's family
+and outcome) for its per-family table; the agents themselves read only the observations.
+
 `play_episode` and `run_demo` only use the Gymnasium API and `(observation, info) -> action`
 policies, so the same code plays against an env served over HTTP.
 """
@@ -96,7 +99,8 @@ def _print_transcript(console: Any, panel: Any, name: str, transcript: dict[str,
     console.print(
         panel(
             str(task.get("text", transcript["task_text"][:500])),
-            title=f"{name} agent · seed {transcript['seed']} · {task.get('family', '')}",
+            title=f"{name} agent · seed {transcript['seed']} · {task.get('family', '')} "
+            f"{task.get('outcome', '')}",
         )
     )
     for n, step in enumerate(transcript["steps"], 1):
@@ -117,6 +121,8 @@ def _handler(args: argparse.Namespace) -> int:
 
     seeds = itertools.count(args.seed)
     kwargs: dict[str, Any] = {"days": args.days, "stochastic": args.stochastic}
+    # the demo is the operator of its own server (or env): the per-family table needs the answer key
+    operator = {"privileged_info": True}
 
     if args.sft:
         from agentrl.flights.oracle import export_oracle_jsonl
@@ -126,12 +132,15 @@ def _handler(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         base_url = args.base_url
         if base_url is None and not args.in_process:
+            from agentrl.server.config import ServerConfig
             from agentrl.server.local import serve_in_thread
 
-            base_url = stack.enter_context(serve_in_thread())
+            config = ServerConfig(env_kwargs={"agentrl/Flights-v0": operator})
+            base_url = stack.enter_context(serve_in_thread(config))
             print(f"agentrl server listening on {base_url}; the agents play over HTTP")
+        local = operator if args.in_process else {}
         rates = run_demo(
-            lambda: make_any("agentrl/Flights-v0", base_url=base_url, **kwargs),
+            lambda: make_any("agentrl/Flights-v0", base_url=base_url, **kwargs, **local),
             {"oracle": OraclePolicy, "random": lambda: RandomPolicy(next(seeds))},
             episodes=args.episodes,
             seed=args.seed,

@@ -1,9 +1,11 @@
 """Flights-v0: book, cancel and change flights through tools over a per-episode SQLite world.
 
-Each episode's database is a page copy of a cached world template (see `world.py`); the tools
-are ORM queries against it, and the final reward is the verifier's judgement of that database
-(see `tasks.py`). Stochastic options make the world move while the agent works: other customers
-buy seats, the service is sometimes busy, and a fare may rise between search and booking.
+Each seed has its own world (see `world.py`), and each episode's database is a page copy of its
+cached template; the tools are ORM queries against it. The first observation gives the desk
+policy and the customer's request; the agent ends with `finish(outcome=...)`, and the reward is
+the verifier's judgement of that outcome and of the final database (see `verify.py`). Stochastic
+options make the world move while the agent works: other customers buy seats, the service is
+sometimes busy, and a fare may rise between search and booking.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.flights import models as m
+from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
 from agentrl.flights.queries import WorldQueries
 from agentrl.flights.schemas import (
     BookArgs,
@@ -28,11 +31,11 @@ from agentrl.flights.schemas import (
     SearchArgs,
     SeatsArgs,
 )
-from agentrl.flights.tasks import FAMILIES, LEVELS, NEGATIVE, SPLITS, Task, generate_task, verify
+from agentrl.flights.tasks import FAMILIES, LEVELS, SPLITS, TASKS, Task
+from agentrl.flights.text import policy_text
+from agentrl.flights.verify import verify
 from agentrl.flights.world import (
-    AIRPORT_CITY,
     CABINS,
-    CITY_AIRPORTS,
     POSITIONS,
     SEAT_INFO,
     WORLDS,
@@ -43,18 +46,24 @@ from agentrl.flights.world import (
 )
 
 BUSY = "service busy, please retry the same call"
+# subgoals every task shares, each open to every candidate answer and to every outcome
+GOALS = ("looked_up_customer", "searched_route")
 
 
 class FlightsEnv(WorldQueries, ToolEnv):
-    """An airline customer-service desk: satisfy one customer's request, then call `finish`.
+    """An airline customer-service desk: handle one customer's request under a written policy.
 
-    Reward is 1 only if the final database holds exactly the requested change and nothing else
-    (no stray bookings, no overcharges); `info["progress"]` lists the subgoals reached.
+    Reward is 1 only if `finish` declares the right outcome and the final database holds exactly
+    the requested change (none when the request is infeasible or refused) and nothing else.
+    `info` carries the task's opaque `task_id`, its split and `progress` (subgoals every task
+    shares); what the task is (family, outcome, answer) only with `privileged_info=True`.
     """
 
     default_max_turns = 30
     max_calls_per_turn = 8
     task_fields: ClassVar[tuple[str, ...]] = ("family", "level", "split")
+    # the answer key: a server takes it from its operator only (oracle analysis, SFT export)
+    operator_kwargs = frozenset({"privileged_info"})
 
     def __init__(
         self,
@@ -69,14 +78,14 @@ class FlightsEnv(WorldQueries, ToolEnv):
         fare_changes: bool | None = None,
         shaped_reward: bool = False,
         shaping: float = 0.1,
-        world_pool: int = 16,
+        privileged_info: bool = False,
         max_turns: int | None = None,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if days < 1:
             raise ValueError("days must be at least 1")
-        self.days, self.world_pool = days, world_pool
+        self.days = days
         self.families = tuple(families or FAMILIES)
         self.levels = tuple(levels or LEVELS)
         self.split = split
@@ -85,6 +94,7 @@ class FlightsEnv(WorldQueries, ToolEnv):
         self.busy_rate = (0.15 if stochastic else 0.0) if busy_rate is None else busy_rate
         self.fare_changes = stochastic if fare_changes is None else fare_changes
         self.shaped_reward, self.shaping = shaped_reward, shaping
+        self.privileged_info = privileged_info
         self._engine = new_engine()
         self._raw = self._engine.raw_connection().driver_connection
         self.session = Session(self._engine, expire_on_commit=False)
@@ -99,7 +109,7 @@ class FlightsEnv(WorldQueries, ToolEnv):
         if unknown_levels := set(levels) - set(LEVELS):
             raise ValueError(f"unknown levels {sorted(unknown_levels)}; choose from {LEVELS}")
         if split not in SPLITS:
-            raise ValueError(f"split must be one of {tuple(SPLITS)}")
+            raise ValueError(f"split must be one of {SPLITS}")
 
     # --- episode lifecycle -----------------------------------------------------------------
     def reset(
@@ -115,41 +125,26 @@ class FlightsEnv(WorldQueries, ToolEnv):
         level = int(options.get("level") or self.levels[int(self.np_random.integers(len(self.levels)))])
         split = options.get("split", self.split)
         self._check_choice((family,), (level,), split)
-        low, high = SPLITS[split]
-        index = self._reset_seed if self._reset_seed is not None else int(self.np_random.integers(high - low))
-        task_seed = low + index % (high - low)
-        world_seed = task_seed % self.world_pool + (0 if split == "train" else 10_000)
-        self.world = WORLDS.get(world_seed, self.days)
+        index = self._reset_seed if self._reset_seed is not None else int(self.np_random.integers(2**31))
+        self.world, self.task = TASKS.get(split, index, self.days, family, level, self.fare_changes)
         self.session.close()
         WORLDS.copy_into(self.world, self._raw)
-        self.task = generate_task(self.world, family, level, task_seed, self.fare_changes)
-        self._rng = np.random.default_rng([task_seed, 31337])
+        self._rng = np.random.default_rng([index, SPLITS.index(split), 31337])
         self._last_search: list[int] = []
         self._pnrs = set(self.world.bookings)
         self._was_busy = False
         self._fare_changed = False
-        self._finish_message: str | None = None
-        self._progress = {goal: False for goal in self._goals()}
+        self._outcome: str | None = None
+        self._progress = dict.fromkeys(GOALS, False)
         self._paid_goals = 0
-        info = {"task": {**self.task.request, "text": self.task.text, "seed": task_seed, "world": world_seed}}
-        return f"# Customer request\n{self.task.text}", info
-
-    def _goals(self) -> list[str]:
-        request = self.task.request
-        goals = ["looked_up_booking"] if request["pnr"] else []
-        goals.append("searched_route")
-        if self.task.expected.no_flight:
-            return [*goals, "declined_correctly"]
-        goals.append("inspected_target")
-        if request["seat_position"]:
-            goals.append("checked_seats")
-        if self.task.expected.cancel:
-            goals.append("cancelled_old")
-        return [*goals, "state_correct", "finished"]
+        info: dict[str, Any] = {"task_id": self.task.task_id(self.days, self.fare_changes), "split": split}
+        if self.privileged_info:
+            info["task"] = {**self.task.privileged(), "world": list(self.world.key)}
+        text = f"{policy_text(self.world.now)}\n\n# Customer request\n{self.task.text}"
+        return text, info
 
     def _mark(self, goal: str) -> None:
-        if goal in self._progress:
-            self._progress[goal] = True
+        self._progress[goal] = True
 
     def _step_info(self) -> dict[str, Any]:
         if self.task is None:
@@ -164,7 +159,7 @@ class FlightsEnv(WorldQueries, ToolEnv):
         return self.shaping * (reached - paid)
 
     def _final_reward(self) -> float:
-        return float(verify(self.session, self.world, self.task, self._finish_message))
+        return float(verify(self.session, self.world, self.task, self._outcome))
 
     def close(self) -> None:
         self.session.close()
@@ -190,8 +185,9 @@ class FlightsEnv(WorldQueries, ToolEnv):
 
         Keeping those classes non-empty keeps every task's answer stable while the seat maps move.
         """
-        request = self.task.request
-        flights = self.world.route_flights(request["origin"], request["destination"], request["date"])
+        flights = self.world.route_flights(*self.task.route)
+        if not flights:
+            return
         flight_id = flights[int(self._rng.integers(len(flights)))]
         cabin = CABINS[int(self._rng.integers(len(CABINS)))]
         free = self._free_seats(flight_id, cabin)
@@ -219,10 +215,6 @@ class FlightsEnv(WorldQueries, ToolEnv):
                 "Search again for current prices."
             )
 
-    def _after_write(self) -> None:
-        if "state_correct" in self._progress and verify(self.session, self.world, self.task, None):
-            self._mark("state_correct")
-
     # --- tools ---------------------------------------------------------------------------------
     @tool(
         "Search flights by origin, destination and date. Results include nearby airports of the same "
@@ -239,12 +231,7 @@ class FlightsEnv(WorldQueries, ToolEnv):
         ]
         found.sort(key=lambda fid: self.world.flights[fid]["number"])
         self._last_search = found
-        request = self.task.request
-        if (args.origin, args.destination, args.date) == (
-            request["origin"],
-            request["destination"],
-            request["date"],
-        ):
+        if (args.origin, args.destination, args.date) == self.task.route:
             self._mark("searched_route")
         return {"count": len(found), "results": self._summaries(found)}
 
@@ -276,10 +263,10 @@ class FlightsEnv(WorldQueries, ToolEnv):
         flight = self._flight(args.flight_id)
         summary = self._summaries([flight.id])[0]
         for fare in self.session.scalars(select(m.Fare).where(m.Fare.flight_id == flight.id)):
-            summary["fares"][fare.cabin].update(refund_pct=fare.refund_pct, change_fee=fare.change_fee)
+            summary["fares"][fare.cabin].update(
+                refund_pct=fare.refund_pct, change_fee=fare.change_fee, changeable=fare.changeable
+            )
         summary["carrier"] = flight.carrier
-        if flight.id in self.task.target_flights:
-            self._mark("inspected_target")
         return summary
 
     @tool("Free seats of a flight's cabin, grouped by window / aisle / middle.")
@@ -289,9 +276,6 @@ class FlightsEnv(WorldQueries, ToolEnv):
         free = self._free_seats(args.flight_id, args.cabin)
         if args.position:
             free = {args.position: free[args.position]}
-        if args.flight_id in self.task.target_flights:
-            self._mark("inspected_target")
-            self._mark("checked_seats")
         return {
             "flight_id": args.flight_id,
             "cabin": args.cabin,
@@ -309,6 +293,8 @@ class FlightsEnv(WorldQueries, ToolEnv):
             select(m.PaymentMethod).where(m.PaymentMethod.passenger_id == passenger.id)
         )
         pnrs = self.session.scalars(select(m.Booking.pnr).where(m.Booking.passenger_id == passenger.id))
+        if not self.task.request["pnr"] and passenger.id == self.task.request["passengers"][0]:
+            self._mark("looked_up_customer")
         return {
             "passenger_id": passenger.id,
             "name": passenger.name,
@@ -331,6 +317,12 @@ class FlightsEnv(WorldQueries, ToolEnv):
         for pid in args.passenger_ids:
             if pid not in self.world.passenger_ids:
                 raise ToolError(f"no passenger {pid!r}")
+        owner = self.world.methods.get(args.payment_method_id, {}).get("passenger_id")
+        if owner is not None and owner not in args.passenger_ids:
+            raise ToolError(
+                f"payment method {args.payment_method_id} belongs to a customer who is not on this booking; "
+                "pay with a method of one of its passengers"
+            )
         self._maybe_change_fare()
         price = self.session.get(m.Fare, (flight.id, args.cabin)).price
         seats = self._pick_seat(
@@ -371,7 +363,6 @@ class FlightsEnv(WorldQueries, ToolEnv):
                 {"pnr": pnr, "passenger_id": pid, "seat": seat_no, "position": position, "fare_paid": price}
             )
         self.session.commit()
-        self._after_write()
         return {
             "status": "confirmed",
             "flight_id": flight.id,
@@ -387,7 +378,7 @@ class FlightsEnv(WorldQueries, ToolEnv):
         self._service()
         view = self._booking_view(self._booking(args.pnr))
         if view["pnr"] == self.task.request["pnr"]:
-            self._mark("looked_up_booking")
+            self._mark("looked_up_customer")
         return view
 
     @tool(
@@ -410,9 +401,6 @@ class FlightsEnv(WorldQueries, ToolEnv):
         )
         self._charge(pm, booking.pnr, "refund", -refund)
         self.session.commit()
-        if self.task.expected.cancel and booking.pnr == self.task.expected.cancel[0]:
-            self._mark("cancelled_old")
-        self._after_write()
         return {
             "pnr": booking.pnr,
             "status": "cancelled",
@@ -464,7 +452,6 @@ class FlightsEnv(WorldQueries, ToolEnv):
         if difference:
             self._charge(pm, booking.pnr, "fare_difference", difference)
         self.session.commit()
-        self._after_write()
         return {
             "pnr": booking.pnr,
             "status": "confirmed",
@@ -475,13 +462,11 @@ class FlightsEnv(WorldQueries, ToolEnv):
         }
 
     @tool(
-        "Finish with a message to the customer (what was done, or why nothing could be).", ends_episode=True
+        "End the conversation: declare the outcome (done: the request was carried out; infeasible: no "
+        "flight satisfies it, nothing changed; refused: the policy forbids it, nothing changed) and "
+        "give the customer a message.",
+        ends_episode=True,
     )
     def finish(self, args: FinishArgs) -> str:
-        self._finish_message = args.message
-        if self.task.expected.no_flight:
-            if NEGATIVE.search(args.message) and verify(self.session, self.world, self.task, args.message):
-                self._mark("declined_correctly")
-        else:
-            self._mark("finished")
+        self._outcome = args.outcome
         return "conversation closed"

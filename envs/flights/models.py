@@ -70,6 +70,7 @@ class Fare(Base):
     price: Mapped[int]  # CNY
     refund_pct: Mapped[int]  # share of the fare paid back on cancellation
     change_fee: Mapped[int]
+    changeable: Mapped[bool]  # basic economy fares are not
 
 
 class OccupiedSeat(Base):

@@ -1,22 +1,39 @@
 """Scripted policies for Flights-v0: an oracle, a random agent and a do-nothing agent.
 
 Every policy is a callable `(observation, info) -> action text` that sees exactly what a remote
-client sees: the observation text and the info dict (the reset info carries `info["task"]`, the
-structured request). None of them touches the env object, so they run unchanged over HTTP.
-The oracle solves tasks the way a careful agent would: look up, search, compare, check seats,
-act, and re-check when the world moved (busy service, fare change, seat taken).
+client sees. The oracle reads the request and the desk policy from the first observation's text
+(no privileged info) and the rest from the tools, as a careful agent would: check the policy
+(group size, card owner, cancellation notice, changeable fare), search, compare, check seats,
+act or declare the request infeasible, and re-check when the world moved (busy service, fare
+change, seat taken). That it scores 1.0 shows the text and the tools are enough.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS
+
 _RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
+_NOW = re.compile(r"Current time: (\d{4}-\d{2}-\d{2} \d{2}:\d{2})")
+_FIELDS = {
+    "passengers": re.compile(r"\(passenger (P\d+)\)"),
+    "pnr": re.compile(r"my booking ([A-Z0-9]{6})\b"),
+    "choose": re.compile(r"the (cheapest|earliest) (?:economy|business) flight"),
+    "cabin": re.compile(r"the (?:cheapest|earliest) (economy|business) flight"),
+    "route": re.compile(r"from [^()]+ \(([A-Z]{3})\) to [^()]+ \(([A-Z]{3})\) on (\d{4}-\d{2}-\d{2})"),
+    "window": re.compile(r"departing between (\d\d:\d\d) and (\d\d:\d\d)"),
+    "after": re.compile(r"no earlier than (\d\d:\d\d)"),
+    "max_price": re.compile(r"costing at most (\d+) CNY"),
+    "seat_position": re.compile(r"with an? (window|aisle) seat"),
+    "payment_method_id": re.compile(r"Charge payment method (pm_\w+)\."),
+}
 
 
 def call(name: str, **arguments: Any) -> str:
@@ -35,147 +52,233 @@ def last_response(observation: str) -> tuple[str | None, Any, str | None]:
     return payload.get("name"), payload.get("content"), payload.get("error")
 
 
+def request_text(observation: str) -> str:
+    """The customer's request: the first observation between its heading and the tool list."""
+    return observation.split("# Customer request\n", 1)[-1].split("\n\n# Tools", 1)[0].strip()
+
+
+def parse_request(observation: str) -> dict[str, Any]:
+    """The structured request behind a first observation's text (the inverse of `text.describe`)."""
+    text = request_text(observation)
+    found = {key: pattern.search(text) for key, pattern in _FIELDS.items()}
+    action = "change" if "Please move my booking" in text else "book"
+    if "Please cancel my booking" in text:
+        action = "cancel_and_book"
+    route = found["route"].groups() if found["route"] else (None, None, None)
+    after, before = found["window"].groups() if found["window"] else ("00:00", "23:59")
+    if found["after"]:
+        after = found["after"].group(1)
+    return {
+        "action": action,
+        "passengers": _FIELDS["passengers"].findall(text),
+        "payment_method_id": found["payment_method_id"] and found["payment_method_id"].group(1),
+        "origin": route[0],
+        "destination": route[1],
+        "date": route[2],
+        "cabin": found["cabin"].group(1) if found["cabin"] else "economy",
+        "depart_after": after,
+        "depart_before": before,
+        "max_price": int(found["max_price"].group(1)) if found["max_price"] else None,
+        "seat_position": found["seat_position"] and found["seat_position"].group(1),
+        "choose": found["choose"].group(1) if found["choose"] else "cheapest",
+        "pnr": found["pnr"] and found["pnr"].group(1),
+    }
+
+
+def parse_now(observation: str) -> datetime:
+    found = _NOW.search(observation)
+    if found is None:
+        raise ValueError("no 'Current time:' in the observation")
+    return datetime.fromisoformat(found.group(1))
+
+
 class OraclePolicy:
-    """Solves every Flights-v0 task from the request in `info["task"]` and the tools' answers."""
+    """Solves every Flights-v0 task from the first observation's text and the tools' answers.
 
-    def __init__(self) -> None:
-        self.task: dict[str, Any] = {}
-
-    def _start(self, task: dict[str, Any]) -> None:
-        self.task = task
-        self.booking: dict[str, Any] | None = None
-        self.phase = "lookup" if task["pnr"] else "search"
-        self.candidates: list[dict[str, Any]] = []
-        self.chosen: dict[str, Any] | None = None
-        self.cancelled = False
-        self.last_action = ""
+    Its judgement is split into small methods (`_refusal`, `_on_route`, `_payment_method`,
+    `_finish_without_flight`, `_recover`) so that a variant can change one rule and keep the rest.
+    """
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
-        if "task" in info:
-            self._start(info["task"])
+        if "# Customer request" in observation:
+            self._start(observation)
             return self._do(self._next())
         name, content, error = last_response(observation)
         if error:
-            if "busy" in error:
-                return self.last_action
-            if "fares" in error or "taken" in error or "left" in error:
-                self.phase = "search"
-                return self._do(self._next())
-            return self._do(call("finish", message=f"I could not complete the request: {error}"))
+            return self._do(self._recover(error))
         self._absorb(name, content)
         return self._do(self._next())
+
+    def _recover(self, error: str) -> str:
+        """The next call after a tool error: retry when busy, look again when the world moved."""
+        if "busy" in error:
+            return self.last_action
+        if "fares" in error or "taken" in error or "left" in error:
+            self.results, self.chosen = None, None
+            return self._next()
+        return call("finish", outcome="infeasible", message=f"I could not do it: {error}")
+
+    def _start(self, observation: str) -> None:
+        self.request = parse_request(observation)
+        self.now = parse_now(observation)
+        self.booking: dict[str, Any] | None = None
+        self.unchecked = list(self.request["passengers"]) if self.request["payment_method_id"] else []
+        self.owner_found = not self.unchecked
+        self.results: list[dict[str, Any]] | None = None
+        self.candidates: list[dict[str, Any]] = []
+        self.chosen: dict[str, Any] | None = None
+        self.cancelled = self.acted = False
+        self.last_action = ""
 
     def _do(self, action: str) -> str:
         self.last_action = action
         return action
 
     def _absorb(self, name: str | None, content: Any) -> None:
-        task = self.task
         if name == "get_booking":
             self.booking = content
-            self.phase = "search"
+            if self.request["action"] == "change":
+                flight = content["flight"]
+                self.request.update(
+                    origin=flight["origin"], destination=flight["destination"], date=flight["date"]
+                )
+        elif name == "get_passenger":
+            self.unchecked.remove(content["passenger_id"])
+            owned = {pm["id"] for pm in content["payment_methods"]}
+            self.owner_found = self.owner_found or self.request["payment_method_id"] in owned
         elif name == "search_flights":
+            self.results = content["results"]
             self.candidates = self._rank(content["results"])
-            self.phase = "seats" if task["seat_position"] else "act"
-            self.chosen = None if task["seat_position"] else (self.candidates[0] if self.candidates else None)
+            self.chosen = None if self.request["seat_position"] else (self.candidates or [None])[0]
         elif name == "check_seats":
-            if content["counts"].get(task["seat_position"], 0) > 0:
+            if content["counts"].get(self.request["seat_position"], 0) > 0:
                 self.chosen = self.candidates[0]
-                self.phase = "act"
             else:
                 self.candidates.pop(0)
         elif name == "cancel_booking":
             self.cancelled = True
         elif name in {"book_flight", "change_booking"}:
-            self.phase = "done"
+            self.acted = True
+
+    # --- judgement -------------------------------------------------------------------------
+    def _refusal(self) -> str | None:
+        """Why the policy forbids the request (None: it does not), once the facts are in."""
+        r, booking = self.request, self.booking
+        if len(r["passengers"]) > MAX_PASSENGERS:
+            return "group size"
+        if booking is not None and r["action"] == "cancel_and_book":
+            flight = booking["flight"]
+            departs = datetime.fromisoformat(f"{flight['date']} {flight['departs']}")
+            if departs - self.now < timedelta(hours=CANCEL_NOTICE_HOURS):
+                return "cancellation notice"
+        if booking is not None and r["action"] == "change" and not booking["fare_rules"]["changeable"]:
+            return "fare not changeable"
+        if not self.unchecked and not self.owner_found:
+            return "payment method of someone else"
+        return None
+
+    def _on_route(self, result: dict[str, Any]) -> bool:
+        r = self.request
+        return (result["origin"], result["destination"], result["date"]) == (
+            r["origin"],
+            r["destination"],
+            r["date"],
+        )
 
     def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        task, booking = self.task, self.booking
-        origin, destination = task["origin"], task["destination"]
-        before = task["depart_before"]
-        if task["action"] == "change":
-            before = min(before, booking["flight"]["departs"])
+        r, booking = self.request, self.booking
+        before = r["depart_before"]
         keep = []
-        for r in results:
-            fare = r["fares"][task["cabin"]]
-            if (r["origin"], r["destination"], r["date"]) != (origin, destination, task["date"]):
+        for res in results:
+            fare = res["fares"][r["cabin"]]
+            if not self._on_route(res) or not r["depart_after"] <= res["departs"] <= before:
                 continue
-            if not task["depart_after"] <= r["departs"] <= before:
+            if booking and res["flight_id"] == booking["flight"]["flight_id"]:
                 continue
-            if task["action"] == "change" and r["departs"] >= booking["flight"]["departs"]:
+            if r["action"] == "change" and res["departs"] >= booking["flight"]["departs"]:
                 continue
-            if booking and r["flight_id"] == booking["flight"]["flight_id"]:
+            if r["max_price"] is not None and fare["price"] > r["max_price"]:
                 continue
-            if task["flight_number"] and r["number"] != task["flight_number"]:
+            if fare["seats_left"] < len(r["passengers"]):
                 continue
-            if task["max_price"] is not None and fare["price"] > task["max_price"]:
-                continue
-            if fare["seats_left"] < len(task["passengers"]):
-                continue
-            keep.append(r)
-        if task["choose"] == "earliest":
-            return sorted(keep, key=lambda r: r["departs"])
-        return sorted(keep, key=lambda r: (r["fares"][task["cabin"]]["price"], r["departs"]))
+            keep.append(res)
+        if r["choose"] == "earliest":
+            return sorted(keep, key=lambda x: x["departs"])
+        return sorted(keep, key=lambda x: (x["fares"][r["cabin"]]["price"], x["departs"]))
 
+    def _payment_method(self) -> str:
+        return self.request["payment_method_id"]
+
+    def _finish_without_flight(self) -> str:
+        return call(
+            "finish", outcome="infeasible", message="No flight satisfies your request; nothing was changed."
+        )
+
+    # --- the next call ---------------------------------------------------------------------
     def _next(self) -> str:
-        task = self.task
-        if self.phase == "lookup":
-            return call("get_booking", pnr=task["pnr"])
-        if self.phase == "search":
+        r = self.request
+        if self.acted:
+            return call("finish", outcome="done", message="All done: your request has been carried out.")
+        if r["pnr"] and self.booking is None:
+            return call("get_booking", pnr=r["pnr"])
+        if self.unchecked and not self.owner_found:
+            return call("get_passenger", passenger_id=self.unchecked[0])
+        if (reason := self._refusal()) is not None:
             return call(
-                "search_flights", origin=task["origin"], destination=task["destination"], date=task["date"]
+                "finish", outcome="refused", message=f"Sorry, our policy does not allow this ({reason})."
             )
-        if self.phase == "seats" and self.candidates:
-            return call(
-                "check_seats",
-                flight_id=self.candidates[0]["flight_id"],
-                cabin=task["cabin"],
-                position=task["seat_position"],
-            )
-        if self.phase == "done":
-            return call("finish", message="All done: your request has been completed.")
+        if self.results is None:
+            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
+        if self.chosen is None and r["seat_position"] and self.candidates:
+            flight = self.candidates[0]["flight_id"]
+            return call("check_seats", flight_id=flight, cabin=r["cabin"], position=r["seat_position"])
         if self.chosen is None:
-            return call(
-                "finish", message="Sorry, no flight satisfies your request, so I did not book anything."
-            )
-        if task["action"] == "cancel_and_book" and not self.cancelled:
-            return call("cancel_booking", pnr=task["pnr"])
-        seat = {"seat_preference": task["seat_position"]} if task["seat_position"] else {}
-        if task["action"] == "change":
-            return call("change_booking", pnr=task["pnr"], new_flight_id=self.chosen["flight_id"], **seat)
+            return self._finish_without_flight()
+        if r["action"] == "cancel_and_book" and not self.cancelled:
+            return call("cancel_booking", pnr=r["pnr"])
+        seat = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
+        if r["action"] == "change":
+            return call("change_booking", pnr=r["pnr"], new_flight_id=self.chosen["flight_id"], **seat)
         return call(
             "book_flight",
             flight_id=self.chosen["flight_id"],
-            cabin=task["cabin"],
-            passenger_ids=task["passengers"],
-            payment_method_id=task["payment_method_id"],
+            cabin=r["cabin"],
+            passenger_ids=r["passengers"],
+            payment_method_id=self._payment_method(),
             **seat,
         )
 
 
 class RandomPolicy:
-    """Plausible but aimless tool calls: a floor for learning curves."""
+    """Plausible but aimless tool calls on the request's own ids and date: a floor for learning curves.
 
-    AIRPORTS = ("PEK", "PKX", "SHA", "PVG", "CAN", "SZX", "CTU", "HGH", "HKG")
+    Its `finish` says "done" 80% of the time and each other outcome 10%.
+    """
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
-        self.date = "2026-03-02"
+        self.date, self.passengers, self.methods = "2026-03-02", ["P10001"], ["pm_card_100000"]
+        self.airports = ["PEK", "SHA"]
 
     def _pick(self, items: tuple[Any, ...] | list[Any]) -> Any:
         return items[int(self.rng.integers(len(items)))]
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
-        if "task" in info:
-            self.date = info["task"]["date"]
+        if "# Customer request" in observation:
+            request = parse_request(observation)
+            self.date = request["date"] or self.date
+            self.passengers = request["passengers"] or self.passengers
+            self.methods = [request["payment_method_id"] or self.methods[0]]
+            self.airports = [a for a in (request["origin"], request["destination"]) if a] or self.airports
         flight = int(self.rng.integers(1, 120))
         cabin = self._pick(("economy", "business"))
-        passenger = f"P{int(self.rng.integers(1001, 1025))}"
+        passenger = self._pick(self.passengers)
+        outcome = ("done", "infeasible", "refused")[int(self.rng.choice(3, p=[0.8, 0.1, 0.1]))]
         choices = [
             call(
                 "search_flights",
-                origin=self._pick(self.AIRPORTS),
-                destination=self._pick(self.AIRPORTS),
+                origin=self._pick(self.airports),
+                destination=self._pick(self.airports),
                 date=self.date,
             ),
             call("filter_flights", sort_by=self._pick(("price", "departure"))),
@@ -187,10 +290,14 @@ class RandomPolicy:
                 flight_id=flight,
                 cabin=cabin,
                 passenger_ids=[passenger],
-                payment_method_id=f"pm_wallet_{int(self.rng.integers(1, 25)):02d}",
+                payment_method_id=self._pick(self.methods),
             ),
             call("get_booking", pnr="ABC123"),
-            call("finish", message=self._pick(("Done.", "Booked it.", "There is no such flight."))),
+            call(
+                "finish",
+                outcome=outcome,
+                message=self._pick(("Done.", "Booked it.", "There is no such flight.")),
+            ),
             "I am not sure what to do.",
         ]
         return self._pick(choices)
@@ -198,7 +305,7 @@ class RandomPolicy:
 
 def do_nothing_policy(observation: str, info: dict[str, Any]) -> str:
     """Ends at once without acting: must score 0 on every task."""
-    return call("finish", message="Done.")
+    return call("finish", outcome="done", message="Done.")
 
 
 # --- SFT data -------------------------------------------------------------------------------
@@ -229,7 +336,10 @@ def to_chat(transcript: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str
         )
         for cid, c, body in zip(ids, calls, _RESPONSE.findall(step["observation"]), strict=False):
             messages.append({"role": "tool", "tool_call_id": cid, "name": c.name, "content": body})
-    return {"messages": messages, "tools": tools, "reward": transcript["reward"]}
+    chat = {"messages": messages, "tools": tools, "reward": transcript["reward"]}
+    if transcript.get("task"):
+        chat["task"] = {k: transcript["task"][k] for k in ("family", "level", "outcome", "reason")}
+    return chat
 
 
 def export_oracle_jsonl(
@@ -240,13 +350,16 @@ def export_oracle_jsonl(
     env_kwargs: dict[str, Any] | None = None,
     only_successes: bool = True,
 ) -> int:
-    """Play the oracle on seeds seed..seed+n-1 and write chat JSONL; returns lines written."""
+    """Play the oracle on seeds seed..seed+n-1 and write chat JSONL; returns lines written.
+
+    The env is built with privileged info, so each line also names its family and outcome.
+    """
     import gymnasium as gym
 
     import agentrl  # noqa: F401  (registers the ids)
     from agentrl.demo import play_episode
 
-    env = gym.make("agentrl/Flights-v0", **(env_kwargs or {})).unwrapped
+    env = gym.make("agentrl/Flights-v0", **{**(env_kwargs or {}), "privileged_info": True}).unwrapped
     written = 0
     with Path(path).open("w", encoding="utf-8") as out:
         for s in range(seed, seed + n_episodes):

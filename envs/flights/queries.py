@@ -98,7 +98,11 @@ class WorldQueries:
             "fare_paid": b.fare_paid,
             "payment_method_id": b.payment_method_id,
             "flight": self._summaries([b.flight_id])[0],
-            "fare_rules": {"refund_pct": fare.refund_pct, "change_fee": fare.change_fee},
+            "fare_rules": {
+                "refund_pct": fare.refund_pct,
+                "change_fee": fare.change_fee,
+                "changeable": fare.changeable,
+            },
         }
 
     def _pick_seat(

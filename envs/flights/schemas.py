@@ -85,4 +85,8 @@ class ChangeArgs(BaseModel):
 
 
 class FinishArgs(BaseModel):
-    message: str = Field(max_length=4000, description="Final message to the customer.")
+    outcome: Literal["done", "infeasible", "refused"] = Field(
+        description="done: the request was carried out; infeasible: no flight satisfies it; "
+        "refused: the desk policy forbids it. Only this field is judged."
+    )
+    message: str = Field("", max_length=4000, description="Final message to the customer (not judged).")

@@ -1,32 +1,37 @@
-"""Seeded booking requests, and the verifier that judges an episode's final database.
+"""Seeded customer requests with their expected outcome, drawn from a world's rows (never SQL).
 
-A task is generated from its world's rows (never from SQL) together with its expected outcome.
-Each family has three levels; a generator retries with fresh draws until the answer is unique
-(no price or time ties), so "exactly right" is well defined. The verifier compares the final
-database to the template plus the expected changes plus what other customers did meanwhile:
-any stray booking, missing refund or overcharge scores 0.
+Every family's request can turn out three ways: "done" (exactly one right change exists),
+"infeasible" (no flight satisfies it) or "refused" (the desk policy forbids it). The outcome is
+planned first, at a fixed rate per block of 40 seeds, and the request's parameters are then drawn
+from one outcome-independent distribution until the world gives that outcome, so the text never
+tells the outcome. Draws are also rejected unless the answer has real rivals: at least two
+flights of the exact route fit the request, and the answer differs from what a city-level or
+constraint-blind reading would pick.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from agentrl.flights import models as m
-from agentrl.flights.world import CABINS, POSITIONS, SEAT_INFO, World, hhmm
+from agentrl.flights.geography import SPLIT_NAMES
+from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS, describe
+from agentrl.flights.world import CABINS, WORLDS, World, departure, hhmm, minutes
 
-FAMILIES = ("cheapest", "seat", "budget", "no_flight", "cancel_rebook", "change_earlier", "multi_pax")
+FAMILIES = ("cheapest", "seat", "budget", "multi_pax", "cancel_rebook", "change_earlier")
 LEVELS = (1, 2, 3)
-SPLITS = {"train": (0, 1_000_000), "test": (1_000_000, 2_000_000)}
-ROUTE_AIRPORTS = ("PEK", "PKX", "SHA", "PVG", "CAN", "SZX", "CTU", "HGH", "HKG", "NRT", "HND", "ICN", "SIN")
-# a finish message that reports failure to find a flight
-NEGATIVE = re.compile(r"\b(no|none|not|cannot|can't|unable|unavailable|nothing)\b", re.IGNORECASE)
+SPLITS = SPLIT_NAMES
+# per block of OUTCOME_BLOCK consecutive seeds of a family: this many infeasible, this many refused
+OUTCOME_BLOCK, N_INFEASIBLE, N_REFUSED = 40, 5, 4
+ATTEMPTS, MAX_VARIANTS = 400, 24
+STRICT_SHARE = 0.75  # of seat and budget tasks whose constraint-blind pick must be wrong
 
 
 @dataclass
@@ -38,393 +43,430 @@ class Expected:
     payment_method_id: str | None = None
     cancel: tuple[str, int] | None = None  # pnr, refund
     change: tuple[str, int, int, int] | None = None  # pnr, new flight, change fee, fare difference
-    no_flight: bool = False
 
 
 @dataclass
 class Task:
     family: str
     level: int
-    seed: int
+    index: int
+    split: str
+    outcome: str  # done | infeasible | refused
+    reason: str  # why: the family's objective, or the cause of infeasibility or refusal
     text: str
     request: dict[str, Any]
+    route: tuple[str, str, str]  # the exact route and day the request is about
     expected: Expected
-    fare_change: tuple[int, str, int] | None = None  # flight, cabin, new price, applied on first booking
+    fare_change: tuple[int, str, int] | None = None  # flight, cabin, new price, on the first write
+    target: int | None = None
+    variant: int = 0  # of the seed's world (see `make_task`)
 
-    @property
-    def target_flights(self) -> set[int]:
-        flights = {f for _p, f, _c, _x in self.expected.new}
-        if self.expected.change:
-            flights.add(self.expected.change[1])
-        return flights
+    def task_id(self, days: int, fare_changes: bool) -> str:
+        """An opaque, stable name of this task: a hash that says nothing about it."""
+        key = f"flights-v0|{self.split}|{self.family}|{self.level}|{self.index}|{days}|{int(fare_changes)}"
+        return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+    def privileged(self) -> dict[str, Any]:
+        """Everything about the task, for operators (oracle analysis, SFT export, debugging)."""
+        return {
+            "family": self.family,
+            "level": self.level,
+            "index": self.index,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "target_flight": self.target,
+            "request": dict(self.request),
+            "text": self.text,
+        }
+
+
+def planned_outcome(split: str, family: str, index: int) -> str:
+    """The outcome of seed `index`: a seeded permutation per block gives exact rates per block."""
+    rng = np.random.default_rng([index // OUTCOME_BLOCK, FAMILIES.index(family), SPLITS.index(split), 4242])
+    slot = int(rng.permutation(OUTCOME_BLOCK)[index % OUTCOME_BLOCK])
+    return "infeasible" if slot < N_INFEASIBLE else "refused" if slot < N_INFEASIBLE + N_REFUSED else "done"
+
+
+class NoTask(Exception):
+    """A world cannot host the planned task (too few flights on its routes, say)."""
 
 
 class _Retry(Exception):
-    """This draw gives no unique answer; draw again."""
+    """This draw does not give the planned outcome with real rivals; draw again."""
 
 
-# (world seed, days) -> the routes tasks are drawn from; a world is a pure function of its key
-_TASK_ROUTES: dict[tuple[int, int], tuple[tuple[str, str, str], ...]] = {}
+class _Draw:
+    """One attempt at a task: parameter draws and candidate search, with a fare change applied."""
 
-
-def task_routes(world: World) -> tuple[tuple[str, str, str], ...]:
-    """The (origin, destination, day) keys tasks may use, sorted; computed once per world."""
-    key = (world.seed, world.days)
-    routes = _TASK_ROUTES.get(key)
-    if routes is None:
-        routes = tuple(sorted(k for k in world.by_route if k[0] in ROUTE_AIRPORTS and k[1] in ROUTE_AIRPORTS))
-        _TASK_ROUTES[key] = routes
-    return routes
-
-
-class _Picker:
-    """Candidate search over the world's rows, with the task's fare change applied."""
-
-    def __init__(self, world: World, rng: np.random.Generator) -> None:
-        self.world, self.rng = world, rng
+    def __init__(
+        self, world: World, rng: np.random.Generator, level: int, outcome: str, strict: bool
+    ) -> None:
+        self.world, self.rng, self.level, self.outcome = world, rng, level, outcome
+        self.strict = strict  # ask for the family's own distractor too (most tasks)
         self.price_override: dict[tuple[int, str], int] = {}
+        self.fitting: list[int] = []  # the exact-route flights that fit, as of the last `settle`
 
     def price(self, flight_id: int, cabin: str) -> int:
         return self.price_override.get((flight_id, cabin), self.world.fares[(flight_id, cabin)]["price"])
 
-    def candidates(
-        self,
-        origin: str,
-        destination: str,
-        day: str,
-        cabin: str,
-        after: str = "00:00",
-        before: str = "23:59",
-        max_price: int | None = None,
-        seats: int = 1,
-        position: str | None = None,
-        exclude: int | None = None,
-    ) -> list[int]:
-        found = []
-        for fid in self.world.route_flights(origin, destination, day):
-            f = self.world.flights[fid]
-            if fid == exclude or not after <= f["departs"] <= before:
-                continue
-            if max_price is not None and self.price(fid, cabin) > max_price:
-                continue
-            if len(self.world.free_seats(fid, cabin)) < seats:
-                continue
-            if position and not self.world.free_seats(fid, cabin, position):
-                continue
-            found.append(fid)
-        return found
+    def choice(self, items: list[Any] | tuple[Any, ...]) -> Any:
+        if not items:
+            raise _Retry
+        return items[int(self.rng.integers(len(items)))]
+
+    def route(self) -> tuple[str, str, str]:
+        weights = self.world.route_weights
+        i = int(np.searchsorted(weights, self.rng.random() * weights[-1], side="right"))
+        return self.world.task_routes[min(i, len(weights) - 1)]
+
+    def cabin(self) -> str:
+        return "economy" if self.level == 1 else self.choice(CABINS)
+
+    def window(self, route: tuple[str, str, str]) -> tuple[str, str]:
+        """A window for levels 2-3, opening up to half its width before a flight of the city pair."""
+        if self.level == 1:
+            return "00:00", "23:59"
+        width = (10 if self.level == 2 else 7) * 60
+        flights = self.flights(*route, citywide=True)
+        anchor = minutes(self.world.flights[self.choice(flights)]["departs"]) if flights else 12 * 60
+        start = max(5 * 60, anchor - int(self.rng.integers(0, width // 10)) * 5)
+        return hhmm(start), hhmm(min(start + width, 23 * 60 + 59))
+
+    def flights(self, origin: str, destination: str, day: str, citywide: bool = False) -> list[int]:
+        if not citywide:
+            return self.world.route_flights(origin, destination, day)
+        return self.world.city_flights(origin, destination, day)
+
+    def fits(self, fid: int, c: dict[str, Any]) -> bool:
+        """Does flight `fid` satisfy the constraints `c` (the request's hard conditions)?"""
+        f = self.world.flights[fid]
+        if fid == c.get("exclude") or not c["after"] <= f["departs"] <= c["before"]:
+            return False
+        if c.get("max_price") is not None and self.price(fid, c["cabin"]) > c["max_price"]:
+            return False
+        free = self.world.free_counts[(fid, c["cabin"])]
+        if sum(free.values()) < c.get("seats", 1):
+            return False
+        return not c.get("position") or free[c["position"]] > 0
 
     def best(self, flights: list[int], cabin: str, choose: str) -> int:
-        if not flights:
-            raise _Retry
         if choose == "earliest":
             return min(flights, key=lambda f: self.world.flights[f]["departs"])
         prices = sorted(self.price(f, cabin) for f in flights)
         if len(prices) > 1 and prices[0] == prices[1]:
-            raise _Retry
+            raise _Retry  # a tie: "the cheapest" would not name one flight
         return min(flights, key=lambda f: self.price(f, cabin))
 
-    def choice(self, items: list[Any] | tuple[Any, ...]) -> Any:
-        return items[int(self.rng.integers(len(items)))]
+    def settle(
+        self, route: tuple[str, str, str], c: dict[str, Any], choose: str, city_lure: bool
+    ) -> int | None:
+        """The answer on the exact route, or None if there is none; `_Retry` unless rivals exist."""
+        exact = [f for f in self.flights(*route) if self.fits(f, c)]
+        self.fitting = exact
+        lures = [f for f in self.flights(*route, citywide=True) if f not in exact and self.fits(f, c)]
+        if not exact:
+            if city_lure and not lures:
+                raise _Retry  # an infeasible request must tempt a city-level reading
+            return None
+        if len(exact) < 2:
+            raise _Retry  # the answer must not be the only flight that fits
+        target = self.best(exact, c["cabin"], choose)
+        if city_lure and self.best(exact + lures, c["cabin"], choose) == target:
+            raise _Retry  # a city-level reading must pick another flight
+        return target
 
-    def route(self) -> tuple[str, str, str]:
-        return self.choice(task_routes(self.world))
+    def bump(self, flight_id: int, cabin: str) -> tuple[int, str, int]:
+        """A fare rise applied on the first booking or change, so stale prices mislead."""
+        new = int(round(self.price(flight_id, cabin) * (1.2 + 0.3 * self.rng.random()), -1))
+        self.price_override[(flight_id, cabin)] = new
+        return flight_id, cabin, new
 
-    def window(self, level: int) -> tuple[str, str]:
-        if level == 1:
-            return "00:00", "23:59"
-        width = (8 if level == 2 else 5) * 60
-        start = int(self.rng.integers(6 * 12, 17 * 12)) * 5
-        return hhmm(start), hhmm(min(start + width, 23 * 60 + 59))
+    def match(self, natural: str) -> None:
+        if natural != self.outcome:
+            raise _Retry
 
 
-def generate_task(world: World, family: str, level: int, seed: int, fare_changes: bool) -> Task:
+def generate_task(world: World, family: str, level: int, index: int, fare_changes: bool) -> Task:
     if family not in FAMILIES:
         raise ValueError(f"unknown task family {family!r}; choose from {FAMILIES}")
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}")
-    rng = np.random.default_rng([seed, LEVELS.index(level), FAMILIES.index(family), 99])
-    for _ in range(500):
-        picker = _Picker(world, rng)
+    outcome = planned_outcome(world.split, family, index)
+    rng = np.random.default_rng([index, level, FAMILIES.index(family), SPLITS.index(world.split), 99])
+    generator = _existing_task if family in ("cancel_rebook", "change_earlier") else _book_task
+    strict = rng.random() < STRICT_SHARE
+    for _ in range(ATTEMPTS):
         try:
-            return _GENERATORS[family](picker, level, seed, fare_changes)
+            task = generator(_Draw(world, rng, level, outcome, strict), family, index, fare_changes)
         except _Retry:
             continue
-    raise RuntimeError(f"could not generate a {family} task at level {level} for seed {seed}")
+        task.variant = world.variant
+        return task
+    raise NoTask(f"world {world.key} hosts no {outcome} {family} task at level {level}")
 
 
-def _passenger(picker: _Picker, with_booking: bool | None = None) -> dict[str, Any]:
-    booked = {b["passenger_id"] for b in picker.world.rows["bookings"]}
-    people = [
-        p
-        for p in picker.world.rows["passengers"]
-        if with_booking is None or (p["id"] in booked) == with_booking
-    ]
-    return picker.choice(people)
+def make_task(
+    split: str,
+    index: int,
+    days: int,
+    family: str,
+    level: int,
+    fare_changes: bool,
+    get_world: Callable[[str, int, int, int], World] = WORLDS.get,
+) -> tuple[World, Task]:
+    """Seed `index`'s world and task; the rare seed whose world cannot host it moves to a spare.
+
+    `get_world` is the cache by default; `generate_world` gives the same tasks without databases.
+    """
+    for variant in range(MAX_VARIANTS):
+        world = get_world(split, index, days, variant)
+        try:
+            return world, generate_task(world, family, level, index, fare_changes)
+        except NoTask:
+            continue
+    raise RuntimeError(f"no world of seed {index} hosts a {family} task at level {level}")
 
 
-def _card(world: World, passenger_id: str) -> dict[str, Any]:
-    return next(
-        pm
-        for pm in world.rows["payment_methods"]
-        if pm["passenger_id"] == passenger_id and pm["kind"] == "card"
-    )
+def _others(world: World, exclude: set[str]) -> list[dict[str, Any]]:
+    return [p for p in world.rows["passengers"] if p["id"] not in exclude]
 
 
-def _bump(picker: _Picker, fare_changes: bool, flight_id: int, cabin: str) -> tuple[int, str, int] | None:
-    """A fare rise on the would-be answer, so an agent acting on stale prices gets it wrong."""
-    if not fare_changes:
-        return None
-    new = int(round(picker.price(flight_id, cabin) * (1.2 + 0.3 * picker.rng.random()), -1))
-    picker.price_override[(flight_id, cabin)] = new
-    return flight_id, cabin, new
-
-
-def _book_task(picker: _Picker, family: str, level: int, seed: int, fare_changes: bool) -> Task:
-    """cheapest / seat / budget / multi_pax / no_flight: one new purchase (or none) on a route."""
-    world = picker.world
-    origin, destination, day = picker.route()
-    cabin = "economy" if level == 1 else picker.choice(CABINS)
-    after, before = picker.window(level)
-    choose, position, max_price, seats, number = "cheapest", None, None, 1, None
+def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task:
+    """cheapest / seat / budget / multi_pax: one new purchase on an exact route, for 1-5 people."""
+    world, level = draw.world, draw.level
+    route = draw.route()
+    cabin, (after, before) = draw.cabin(), draw.window(route)
+    c: dict[str, Any] = dict(cabin=cabin, after=after, before=before)
+    choose, reason = "cheapest", family
+    refusal = None
+    if draw.outcome == "refused":
+        refusal = "group_size" if family == "multi_pax" and draw.rng.random() < 0.5 else "foreign_payment"
     if family == "seat":
-        position = picker.choice(("window", "aisle"))
-        if level == 1:
-            number = world.flights[picker.choice(world.route_flights(origin, destination, day))]["number"]
+        c["position"] = draw.choice(("window", "aisle"))
     elif family == "budget":
         choose = "earliest"
-        prices = sorted(
-            picker.price(f, cabin) for f in picker.candidates(origin, destination, day, cabin, after)
-        )
+        window = [
+            f for f in draw.flights(*route, citywide=True) if after <= world.flights[f]["departs"] <= before
+        ]
+        prices = sorted(draw.price(f, cabin) for f in window)
         if len(prices) < 2:
             raise _Retry
-        max_price = prices[0] + int((prices[-1] - prices[0]) * (0.8 if level == 1 else 0.35))
-        before = "23:59"
+        c["max_price"] = int(
+            round(prices[0] + (prices[-1] - prices[0]) * (0.15 + 0.7 * draw.rng.random()), -1)
+        )
     elif family == "multi_pax":
-        seats = level + 1
-    passengers = [_passenger(picker)]
-    while len(passengers) < seats:
-        other = _passenger(picker)
-        if other["id"] not in {p["id"] for p in passengers}:
-            passengers.append(other)
-    payer = _card(world, passengers[0]["id"])
-
-    def answer() -> int:
-        found = picker.candidates(origin, destination, day, cabin, after, before, max_price, seats, position)
-        if number:
-            found = [f for f in found if world.flights[f]["number"] == number]
-        return picker.best(found, cabin, choose)
-
-    if family == "no_flight":
-        everything = picker.candidates(origin, destination, day, cabin, after, before)
-        if level == 2:  # a window with no departures at all on this exact route
-            times = sorted(world.flights[f]["departs"] for f in world.route_flights(origin, destination, day))
-            gaps = [(a, b) for a, b in itertools.pairwise(times) if _minutes(b) - _minutes(a) >= 100]
-            if not gaps:
-                raise _Retry
-            a, b = picker.choice(gaps)
-            after, before = hhmm(_minutes(a) + 30), hhmm(_minutes(b) - 30)
-        else:  # a budget under every fare in the window
-            if not everything:
-                raise _Retry
-            max_price = min(picker.price(f, cabin) for f in everything) - 10 * int(picker.rng.integers(1, 20))
-            if max_price <= 0:
-                raise _Retry
-        if picker.candidates(origin, destination, day, cabin, after, before, max_price):
+        c["seats"] = (2, draw.choice((2, 3)), 3)[level - 1]
+        if refusal == "group_size":
+            c["seats"] = MAX_PASSENGERS + draw.choice((1, 2))
+    target = draw.settle(route, c, choose, city_lure=True)
+    if target is not None and fare_changes:
+        change = draw.bump(target, cabin)
+        target = draw.settle(route, c, choose, city_lure=True)
+        if target is None:
             raise _Retry
-        change = _bump(picker, fare_changes, everything[0], cabin) if everything else None
-        expected = Expected(no_flight=True)
+    elif fare_changes:
+        on_route = draw.flights(*route) or draw.flights(*route, citywide=True)
+        change = draw.bump(draw.choice(on_route), cabin)
     else:
-        target = answer()
-        change = _bump(picker, fare_changes, target, cabin)
-        target = answer()
-        price = picker.price(target, cabin)
-        if payer["balance"] < price * seats:
-            raise _Retry
+        change = None
+    if target is not None and draw.strict:
+        _distractor(draw, family, route, c, target)
+    draw.match("refused" if refusal and target is not None else "infeasible" if target is None else "done")
+    seats = c.get("seats", 1)
+    passengers = [draw.choice(world.rows["passengers"])]
+    while len(passengers) < seats:
+        other = draw.choice(world.rows["passengers"])
+        if other not in passengers:
+            passengers.append(other)
+    ids = {p["id"] for p in passengers}
+    owner = passengers[0] if refusal != "foreign_payment" else draw.choice(_others(world, ids))
+    # always a card, whoever owns it: a wallet would be drawn less often where money must suffice
+    method = next(
+        pm
+        for pm in world.rows["payment_methods"]
+        if pm["passenger_id"] == owner["id"] and pm["kind"] == "card"
+    )
+    expected = Expected()
+    if draw.outcome == "done":
+        price = draw.price(target, cabin)
+        if method["balance"] < seats * sum(draw.price(f, cabin) for f in draw.fitting):
+            raise _Retry  # enough money to book every flight that fits: a greedy agent is not stopped by it
         expected = Expected(
             new=[(p["id"], target, cabin, price) for p in passengers],
-            position=position,
-            payment_method_id=payer["id"],
+            position=c.get("position"),
+            payment_method_id=method["id"],
         )
     request = dict(
-        family=family,
-        level=level,
         action="book",
         passengers=[p["id"] for p in passengers],
-        payment_method_id=payer["id"],
-        origin=origin,
-        destination=destination,
-        date=day,
+        payment_method_id=method["id"],
+        origin=route[0],
+        destination=route[1],
+        date=route[2],
         cabin=cabin,
         depart_after=after,
         depart_before=before,
-        max_price=max_price,
-        seat_position=position,
-        flight_number=number,
+        max_price=c.get("max_price"),
+        seat_position=c.get("position"),
         choose=choose,
         pnr=None,
     )
-    return Task(family, level, seed, _describe(request, world), request, expected, change)
+    if draw.outcome != "done":
+        reason = refusal or "no_flight"
+    names = {p["id"]: p["name"] for p in passengers}
+    return Task(
+        family,
+        level,
+        index,
+        world.split,
+        draw.outcome,
+        reason,
+        describe(request, names),
+        request,
+        route,
+        expected,
+        change,
+        target if draw.outcome == "done" else None,
+    )
 
 
-def _existing_task(picker: _Picker, family: str, level: int, seed: int, fare_changes: bool) -> Task:
+def _distractor(
+    draw: _Draw, family: str, route: tuple[str, str, str], c: dict[str, Any], target: int
+) -> None:
+    """A flight that looks right until the family's constraint is checked must beat the answer."""
+    if family == "seat":
+        blind = {k: v for k, v in c.items() if k != "position"}
+        looks = [f for f in draw.flights(*route) if draw.fits(f, blind)]
+        if draw.best(looks, c["cabin"], "cheapest") == target:
+            raise _Retry
+    elif family == "budget":
+        blind = {k: v for k, v in c.items() if k != "max_price"}
+        looks = [f for f in draw.flights(*route) if draw.fits(f, blind)]
+        if draw.best(looks, c["cabin"], "earliest") == target:
+            raise _Retry
+
+
+def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task:
     """cancel_rebook / change_earlier: start from a trip the passenger already booked."""
-    world = picker.world
-    passenger = _passenger(picker, with_booking=True)
-    booking = next(b for b in world.rows["bookings"] if b["passenger_id"] == passenger["id"])
+    world, level = draw.world, draw.level
+    booking = draw.choice(world.rows["bookings"])
     old = world.flights[booking["flight_id"]]
     cabin, pm = booking["cabin"], booking["payment_method_id"]
-    old_rules = world.fares[(old["id"], cabin)]
-    position = picker.choice(("window", "aisle")) if level == 3 else None
-    request = dict(
-        family=family,
-        level=level,
-        passengers=[passenger["id"]],
-        payment_method_id=pm,
-        origin=old["origin"],
-        destination=old["destination"],
-        cabin=cabin,
-        max_price=None,
-        seat_position=position,
-        flight_number=None,
-        pnr=booking["pnr"],
-    )
+    rules = world.fares[(old["id"], cabin)]
+    position = draw.choice(("window", "aisle")) if level == 3 else None
     if family == "cancel_rebook":
-        day = picker.choice(world.dates)
-        after, before = picker.window(level)
-        args = (old["origin"], old["destination"], day, cabin, after, before, None, 1, position, old["id"])
-        target = picker.best(picker.candidates(*args), cabin, "cheapest")
-        change = _bump(picker, fare_changes, target, cabin)
-        target = picker.best(picker.candidates(*args), cabin, "cheapest")
-        refund = booking["fare_paid"] * old_rules["refund_pct"] // 100
+        route = (old["origin"], old["destination"], draw.choice(world.dates))
+        after, before = draw.window(route)
+        choose = "cheapest"
+        notice = departure(old) - world.now_dt
+        if abs(notice - timedelta(hours=CANCEL_NOTICE_HOURS)) < timedelta(minutes=30):
+            raise _Retry  # too close to the limit to be a fair question
+        forbidden = "late_cancellation" if notice < timedelta(hours=CANCEL_NOTICE_HOURS) else None
+    else:
+        route = (old["origin"], old["destination"], old["date"])
+        earliest = minutes(old["departs"]) - int(draw.rng.integers(3, 9)) * 60
+        after = "00:00" if level == 1 else hhmm(max(5 * 60, earliest))  # always stated
+        before = hhmm(minutes(old["departs"]) - 1)
+        choose = "earliest"
+        forbidden = None if rules["changeable"] else "non_changeable_fare"
+    c = dict(cabin=cabin, after=after, before=before, position=position, exclude=old["id"])
+    target = draw.settle(route, c, choose, city_lure=True)
+    change = None
+    if fare_changes:
+        flight = target if target is not None else draw.choice(draw.flights(*route) or [old["id"]])
+        change = draw.bump(flight, cabin)
+        if target is not None:
+            target = draw.settle(route, c, choose, city_lure=True)
+            if target is None:
+                raise _Retry
+    if forbidden:
+        draw.match("refused" if target is not None else "forbidden and infeasible")
+    else:
+        draw.match("done" if target is not None else "infeasible")
+    balance = world.methods[pm]["balance"]
+    expected = Expected()
+    if draw.outcome == "done" and family == "cancel_rebook":
+        refund = booking["fare_paid"] * rules["refund_pct"] // 100
+        price = draw.price(target, cabin)
+        if balance + refund < sum(draw.price(f, cabin) for f in draw.fitting):
+            raise _Retry
         expected = Expected(
-            new=[(passenger["id"], target, cabin, picker.price(target, cabin))],
+            new=[(booking["passenger_id"], target, cabin, price)],
             position=position,
             payment_method_id=pm,
             cancel=(booking["pnr"], refund),
         )
-        request.update(
-            action="cancel_and_book", date=day, depart_after=after, depart_before=before, choose="cheapest"
-        )
-    else:
-        after = (
-            "00:00" if level == 1 else hhmm(_minutes(old["departs"]) - int(picker.rng.integers(2, 7)) * 60)
-        )
-        before = hhmm(_minutes(old["departs"]) - 1)
-        args = (old["origin"], old["destination"], old["date"], cabin, after, before, None, 1, position)
-        target = picker.best(picker.candidates(*args), cabin, "earliest")
-        change = _bump(picker, fare_changes, target, cabin)
-        difference = max(0, picker.price(target, cabin) - booking["fare_paid"])
+    elif draw.outcome == "done":
+        difference = max(0, draw.price(target, cabin) - booking["fare_paid"])
+        if balance < len(draw.fitting) * (
+            rules["change_fee"] + max(draw.price(f, cabin) for f in draw.fitting)
+        ):
+            raise _Retry
         expected = Expected(
             position=position,
             payment_method_id=pm,
-            change=(booking["pnr"], target, old_rules["change_fee"], difference),
+            change=(booking["pnr"], target, rules["change_fee"], difference),
         )
-        request.update(
-            action="change", date=old["date"], depart_after=after, depart_before=before, choose="earliest"
-        )
-    return Task(family, level, seed, _describe(request, world), request, expected, change)
-
-
-_GENERATORS = {
-    "cheapest": lambda p, lv, s, fc: _book_task(p, "cheapest", lv, s, fc),
-    "seat": lambda p, lv, s, fc: _book_task(p, "seat", lv, s, fc),
-    "budget": lambda p, lv, s, fc: _book_task(p, "budget", lv, s, fc),
-    "no_flight": lambda p, lv, s, fc: _book_task(p, "no_flight", lv, s, fc),
-    "multi_pax": lambda p, lv, s, fc: _book_task(p, "multi_pax", lv, s, fc),
-    "cancel_rebook": lambda p, lv, s, fc: _existing_task(p, "cancel_rebook", lv, s, fc),
-    "change_earlier": lambda p, lv, s, fc: _existing_task(p, "change_earlier", lv, s, fc),
-}
-
-
-def _minutes(t: str) -> int:
-    return int(t[:2]) * 60 + int(t[3:5])
-
-
-def _describe(r: dict[str, Any], world: World) -> str:
-    """The request as a customer would write it."""
-    names = {p["id"]: p["name"] for p in world.rows["passengers"]}
-    who = " and ".join(f"{names[p]} (passenger {p})" for p in r["passengers"])
-    window = (
-        ""
-        if (r["depart_after"], r["depart_before"]) == ("00:00", "23:59")
-        else f", departing between {r['depart_after']} and {r['depart_before']}"
+    request = dict(
+        action="cancel_and_book" if family == "cancel_rebook" else "change",
+        passengers=[booking["passenger_id"]],
+        payment_method_id=pm if family == "cancel_rebook" else None,
+        origin=route[0],
+        destination=route[1],
+        date=route[2],
+        cabin=cabin,
+        depart_after=after,
+        depart_before="23:59" if family == "change_earlier" else before,
+        max_price=None,
+        seat_position=position,
+        choose=choose,
+        pnr=booking["pnr"],
     )
-    article = "an" if (r["seat_position"] or "").startswith("a") else "a"
-    seat = f" with {article} {r['seat_position']} seat" if r["seat_position"] else ""
-    budget = f" costing at most {r['max_price']} CNY per person" if r["max_price"] is not None else ""
-    pay = f"Charge payment method {r['payment_method_id']}."
-    route = f"from {r['origin']} to {r['destination']} on {r['date']}"
-    if r["action"] == "change":
-        return (
-            f"I am {who}. Please change my booking {r['pnr']} to the earliest {r['cabin']} flight on the "
-            f"same route and day that departs before my current flight{window}{seat}. {pay}"
-        )
-    if r["action"] == "cancel_and_book":
-        return (
-            f"I am {who}. Please cancel my booking {r['pnr']}, then book me the cheapest {r['cabin']} "
-            f"flight {route}{window}{seat} instead (not the flight I cancelled). {pay}"
-        )
-    if r["flight_number"]:
-        what = f"flight {r['flight_number']} {route} in {r['cabin']}"
-    else:
-        what = f"the {r['choose']} {r['cabin']} flight {route}{window}{budget}"
-    tail = " If no flight fits, do not book anything and tell me so." if r["family"] != "multi_pax" else ""
-    return f"Hello, this is for {who}. Please book {what}{seat}, one seat each. {pay}{tail}"
-
-
-# --- verification --------------------------------------------------------------------------------
-def verify(session: Session, world: World, task: Task, finish_message: str | None) -> bool:
-    """1 iff the final database is the template plus exactly the expected changes (plus churn)."""
-    exp = task.expected
-    if exp.no_flight and (finish_message is None or not NEGATIVE.search(finish_message)):
-        return False
-    bookings = {b.pnr: b for b in session.execute(select(m.Booking.__table__))}
-    template = world.bookings
-    balance_delta: dict[str, int] = {}
-    for pnr, row in template.items():
-        now = bookings.get(pnr)
-        if now is None:
-            return False
-        want = dict(row)
-        if exp.cancel and pnr == exp.cancel[0]:
-            want["status"] = "cancelled"
-            balance_delta[row["payment_method_id"]] = (
-                balance_delta.get(row["payment_method_id"], 0) + exp.cancel[1]
-            )
-        if exp.change and pnr == exp.change[0]:
-            _pnr, flight, fee, diff = exp.change
-            want.update(flight_id=flight, fare_paid=row["fare_paid"] + diff, seat_no=now.seat_no)
-            balance_delta[row["payment_method_id"]] = (
-                balance_delta.get(row["payment_method_id"], 0) - fee - diff
-            )
-            if not _seat_ok(world, flight, now.cabin, now.seat_no, exp.position):
-                return False
-        if any(getattr(now, k) != v for k, v in want.items()):
-            return False
-    new = sorted(
-        (b.passenger_id, b.flight_id, b.cabin, b.fare_paid, b.payment_method_id, b.status)
-        for pnr, b in bookings.items()
-        if pnr not in template
-    )
-    want_new = sorted((p, f, c, price, exp.payment_method_id, "confirmed") for p, f, c, price in exp.new)
-    if new != want_new:
-        return False
-    for pnr, b in bookings.items():
-        if pnr not in template:
-            if not _seat_ok(world, b.flight_id, b.cabin, b.seat_no, exp.position):
-                return False
-            balance_delta[b.payment_method_id] = balance_delta.get(b.payment_method_id, 0) - b.fare_paid
-    start = world.balances
-    return all(
-        balance == start[pm_id] + balance_delta.get(pm_id, 0)
-        for pm_id, balance in session.execute(select(m.PaymentMethod.id, m.PaymentMethod.balance))
+    reason = {"done": family, "infeasible": "no_flight", "refused": forbidden}[draw.outcome]
+    names = {booking["passenger_id"]: world.passengers[booking["passenger_id"]]["name"]}
+    return Task(
+        family,
+        level,
+        index,
+        world.split,
+        draw.outcome,
+        reason,
+        describe(request, names),
+        request,
+        route,
+        expected,
+        change,
+        target if draw.outcome == "done" else None,
     )
 
 
-def _seat_ok(world: World, flight_id: int, cabin: str, seat_no: str, position: str | None) -> bool:
-    seat = SEAT_INFO[world.flights[flight_id]["aircraft"]].get(seat_no)
-    return seat is not None and seat[3] == cabin and (position is None or seat[4] == position)
+class TaskCache:
+    """LRU of generated tasks (not their worlds, which `WORLDS` keeps): a seed is often replayed.
+
+    GRPO resets one seed once per member of its group; the task is drawn once.
+    """
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self.maxsize = maxsize
+        self._tasks: OrderedDict[tuple[Any, ...], Task] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self, split: str, index: int, days: int, family: str, level: int, fare_changes: bool
+    ) -> tuple[World, Task]:
+        key = (split, index, days, family, level, fare_changes)
+        with self._lock:
+            task = self._tasks.get(key)
+            if task is not None:
+                self._tasks.move_to_end(key)
+        if task is not None:
+            return WORLDS.get(split, index, days, task.variant), task
+        world, task = make_task(split, index, days, family, level, fare_changes)
+        with self._lock:
+            self._tasks[key] = task
+            while len(self._tasks) > self.maxsize:
+                self._tasks.popitem(last=False)
+        return world, task
 
 
-assert set(POSITIONS) >= {"window", "aisle"}
+TASKS = TaskCache()

@@ -1,10 +1,10 @@
-"""Generating the flight world, and copying it fast into each episode's database.
+"""Generating a flight world per task seed, and copying it fast into each episode's database.
 
-A world is a pure function of (world seed, days). It is generated once into plain rows, loaded
-once into an in-memory SQLite *template*, and kept in an LRU cache; every episode then gets its
-own in-memory database as a page copy, no SQL replayed: `deserialize` of the template's serialised
-image where Python has it (3.11+), SQLite's online backup API elsewhere. The rows
-stay around too, so tasks are generated from Python data without querying SQL.
+A world is a pure function of (split, index, days): its own start date, routes (a sample of the
+split's city pairs), schedule, fares, seat maps and customers. It is generated once into plain
+rows, loaded into an in-memory SQLite *template* with raw `executemany`, and kept in an LRU
+cache; every episode then gets its own in-memory database as a page copy, no SQL replayed:
+`deserialize` of the template's image where Python has it (3.11+), SQLite's backup API elsewhere.
 """
 
 from __future__ import annotations
@@ -14,130 +14,37 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, create_engine, insert, select
+from sqlalchemy import Connection, create_engine, select
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from agentrl.flights import models as m
+from agentrl.flights.geography import (
+    AIRCRAFT,
+    AIRPORT_CITY,
+    AIRPORTS,
+    CARRIERS,
+    CITY_AIRPORTS,
+    CITY_PAIRS,
+    FIRST_NAMES,
+    LAST_NAMES,
+    PASSENGER_IDS,
+    SPLIT_NAMES,
+)
 
 START_DATE = date(2026, 3, 2)
 CABINS = ("economy", "business")
 POSITIONS = ("window", "aisle", "middle")
-
-# code, name, city, country
-AIRPORTS = [
-    ("PEK", "Beijing Capital International", "Beijing", "CN"),
-    ("PKX", "Beijing Daxing International", "Beijing", "CN"),
-    ("SHA", "Shanghai Hongqiao International", "Shanghai", "CN"),
-    ("PVG", "Shanghai Pudong International", "Shanghai", "CN"),
-    ("CAN", "Guangzhou Baiyun International", "Guangzhou", "CN"),
-    ("SZX", "Shenzhen Bao'an International", "Shenzhen", "CN"),
-    ("CTU", "Chengdu Shuangliu International", "Chengdu", "CN"),
-    ("HGH", "Hangzhou Xiaoshan International", "Hangzhou", "CN"),
-    ("HKG", "Hong Kong International", "Hong Kong", "HK"),
-    ("NRT", "Tokyo Narita International", "Tokyo", "JP"),
-    ("HND", "Tokyo Haneda", "Tokyo", "JP"),
-    ("ICN", "Seoul Incheon International", "Seoul", "KR"),
-    ("SIN", "Singapore Changi", "Singapore", "SG"),
-    ("LHR", "London Heathrow", "London", "GB"),
-    ("FRA", "Frankfurt am Main", "Frankfurt", "DE"),
-]
-CITY_AIRPORTS: dict[str, list[str]] = {}
-for _code, _name, _city, _country in AIRPORTS:
-    CITY_AIRPORTS.setdefault(_city, []).append(_code)
-AIRPORT_CITY = {code: city for code, _n, city, _c in AIRPORTS}
-
-CARRIERS = [
-    ("CA", "Air China"),
-    ("MU", "China Eastern Airlines"),
-    ("CZ", "China Southern Airlines"),
-    ("HU", "Hainan Airlines"),
-    ("3U", "Sichuan Airlines"),
-    ("ZH", "Shenzhen Airlines"),
-    ("CX", "Cathay Pacific"),
-    ("NH", "All Nippon Airways"),
-    ("KE", "Korean Air"),
-    ("SQ", "Singapore Airlines"),
-    ("BA", "British Airways"),
-    ("LH", "Lufthansa"),
-]
-DOMESTIC_CARRIERS = ["CA", "MU", "CZ", "HU", "3U", "ZH"]
-
-# city pair -> (block minutes, flights per direction per day, foreign carrier or None)
-CITY_PAIRS: dict[tuple[str, str], tuple[int, int, str | None]] = {
-    ("Beijing", "Shanghai"): (135, 10, None),
-    ("Beijing", "Guangzhou"): (195, 8, None),
-    ("Shanghai", "Shenzhen"): (150, 8, None),
-    ("Beijing", "Chengdu"): (170, 6, None),
-    ("Hangzhou", "Chengdu"): (160, 5, None),
-    ("Shanghai", "Hong Kong"): (150, 4, "CX"),
-    ("Shanghai", "Tokyo"): (190, 4, "NH"),
-    ("Beijing", "Seoul"): (120, 3, "KE"),
-    ("Guangzhou", "Singapore"): (260, 3, "SQ"),
-    ("Beijing", "London"): (690, 2, "BA"),
-    ("Shanghai", "Frankfurt"): (740, 2, "LH"),
-}
-
-# aircraft -> [(cabin, first row, last row, letter groups between aisles)]
-AIRCRAFT: dict[str, list[tuple[str, int, int, tuple[str, ...]]]] = {
-    "A320": [("business", 1, 2, ("AC", "DF")), ("economy", 3, 22, ("ABC", "DEF"))],
-    "B738": [("business", 1, 2, ("AC", "DF")), ("economy", 3, 24, ("ABC", "DEF"))],
-    "A333": [("business", 1, 4, ("AC", "DG", "HK")), ("economy", 5, 26, ("AC", "DEFG", "HK"))],
-}
-
-FIRST_NAMES = [
-    "Wei",
-    "Fang",
-    "Lei",
-    "Min",
-    "Jing",
-    "Tao",
-    "Yan",
-    "Hao",
-    "Li",
-    "Na",
-    "Jun",
-    "Xin",
-    "Anna",
-    "Ben",
-    "Chloe",
-    "David",
-    "Emma",
-    "Felix",
-    "Grace",
-    "Hiro",
-    "Ines",
-    "Jonas",
-]
-LAST_NAMES = [
-    "Wang",
-    "Li",
-    "Zhang",
-    "Liu",
-    "Chen",
-    "Yang",
-    "Huang",
-    "Zhao",
-    "Wu",
-    "Zhou",
-    "Xu",
-    "Sun",
-    "Muller",
-    "Smith",
-    "Tanaka",
-    "Kim",
-    "Garcia",
-    "Novak",
-    "Rossi",
-    "Silva",
-]
 PNR_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-N_PASSENGERS = 24
+PAIRS_PER_WORLD = 4
+N_PASSENGERS = 40
 
 
 def seat_map(aircraft: str) -> list[tuple[str, int, str, str, str]]:
@@ -156,8 +63,15 @@ def seat_map(aircraft: str) -> list[tuple[str, int, str, str, str]]:
 
 SEAT_MAPS = {name: seat_map(name) for name in AIRCRAFT}
 SEAT_INFO = {name: {s[0]: s for s in seats} for name, seats in SEAT_MAPS.items()}
-CAPACITY = {
-    (name, c): sum(1 for s in seats if s[3] == c) for name, seats in SEAT_MAPS.items() for c in CABINS
+CABIN_SEATS = {(a, c): [s for s in seats if s[3] == c] for a, seats in SEAT_MAPS.items() for c in CABINS}
+CAPACITY = {key: len(seats) for key, seats in CABIN_SEATS.items()}
+# per (aircraft, cabin): position codes (indexes into POSITIONS) and presold rows less the flight id
+_SEAT_ARRAYS = {
+    key: (
+        np.array([POSITIONS.index(s[4]) for s in seats]),
+        [(s[0], s[3], s[4], "presold", None) for s in seats],
+    )
+    for key, seats in CABIN_SEATS.items()
 }
 
 
@@ -166,57 +80,141 @@ def hhmm(minutes: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}" + (f"+{days}" if days else "")
 
 
+def minutes(t: str) -> int:
+    return int(t[:2]) * 60 + int(t[3:5])
+
+
 def new_pnr(rng: np.random.Generator) -> str:
     return "".join(PNR_ALPHABET[i] for i in rng.integers(len(PNR_ALPHABET), size=6))
 
 
+def departure(flight: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(f"{flight['date']} {flight['departs']}")
+
+
 @dataclass
 class World:
-    """A generated world: its rows (by table) plus indexes that task generation reads."""
+    """A generated world: its rows (by table) plus the indexes that tasks and tools read."""
 
-    seed: int
+    split: str
+    index: int
     days: int
+    variant: int
+    start: date
+    now: str  # "YYYY-MM-DD HH:MM": the desk's clock, the evening or day before the first flight day
+    city_pairs: tuple[tuple[str, str], ...]
     rows: dict[str, list[dict[str, Any]]]
+    occupied_rows: list[tuple[int, str, str, str, str, str | None]] = field(default_factory=list)
     flights: dict[int, dict[str, Any]] = field(default_factory=dict)
     fares: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
     occupied: dict[int, set[str]] = field(default_factory=dict)
     by_route: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+    # free seats per (flight, cabin) and position in the template (what task generation reads)
+    free_counts: dict[tuple[int, str], dict[str, int]] = field(default_factory=dict)
     template: sqlite3.Connection | None = None
     # the template's pages as bytes: immutable, so copies need no lock
     image: bytes | None = None
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return self.split, self.index, self.days, self.variant
 
     @cached_property
     def bookings(self) -> dict[str, dict[str, Any]]:
         return {b["pnr"]: b for b in self.rows["bookings"]}
 
     @cached_property
+    def passengers(self) -> dict[str, dict[str, Any]]:
+        return {p["id"]: p for p in self.rows["passengers"]}
+
+    @cached_property
     def passenger_ids(self) -> frozenset[str]:
-        return frozenset(p["id"] for p in self.rows["passengers"])
+        return frozenset(self.passengers)
+
+    @cached_property
+    def methods(self) -> dict[str, dict[str, Any]]:
+        return {pm["id"]: pm for pm in self.rows["payment_methods"]}
 
     @cached_property
     def balances(self) -> dict[str, int]:
         return {pm["id"]: pm["balance"] for pm in self.rows["payment_methods"]}
 
+    @cached_property
+    def now_dt(self) -> datetime:
+        return datetime.fromisoformat(self.now)
+
     @property
     def dates(self) -> list[str]:
-        return [(START_DATE + timedelta(days=d)).isoformat() for d in range(self.days)]
+        return [(self.start + timedelta(days=d)).isoformat() for d in range(self.days)]
+
+    @cached_property
+    def task_routes(self) -> tuple[tuple[str, str, str], ...]:
+        """Every (origin, destination, day) of the world's city pairs, flown that day or not."""
+        routes = []
+        for a, b in self.city_pairs:
+            for x, y in ((a, b), (b, a)):
+                for o in CITY_AIRPORTS[x]:
+                    for d in CITY_AIRPORTS[y]:
+                        routes += [(o, d, day) for day in self.dates]
+        return tuple(routes)
+
+    @cached_property
+    def route_weights(self) -> np.ndarray:
+        """Cumulative draw weights of `task_routes`: busy exact routes often, unflown ones too."""
+        return np.cumsum([len(self.route_flights(*r)) ** 2 + 0.5 for r in self.task_routes])
 
     def free_seats(self, flight_id: int, cabin: str, position: str | None = None) -> list[str]:
-        aircraft = self.flights[flight_id]["aircraft"]
         taken = self.occupied[flight_id]
         return [
             s[0]
-            for s in SEAT_MAPS[aircraft]
-            if s[3] == cabin and (position is None or s[4] == position) and s[0] not in taken
+            for s in CABIN_SEATS[(self.flights[flight_id]["aircraft"], cabin)]
+            if (position is None or s[4] == position) and s[0] not in taken
         ]
 
     def route_flights(self, origin: str, destination: str, day: str) -> list[int]:
         return self.by_route.get((origin, destination, day), [])
 
+    def city_flights(self, origin: str, destination: str, day: str) -> list[int]:
+        """The day's flights between any airports of the two airports' cities."""
+        key = (AIRPORT_CITY[origin], AIRPORT_CITY[destination], day)
+        found = self._by_city.get(key)
+        if found is None:
+            found = [
+                f
+                for o in CITY_AIRPORTS[key[0]]
+                for d in CITY_AIRPORTS[key[1]]
+                for f in self.route_flights(o, d, day)
+            ]
+            self._by_city[key] = found
+        return found
 
-def generate_world(seed: int, days: int) -> World:
-    """All rows of a world, from its seed alone (numpy's PCG64, so stable across platforms)."""
-    rng = np.random.default_rng([seed, days, 7741])
+    @cached_property
+    def _by_city(self) -> dict[tuple[str, str, str], list[int]]:
+        return {}
+
+    def table_rows(self, table: str) -> list[tuple[Any, ...]]:
+        """A table's rows as tuples in column order (what `executemany` takes)."""
+        if table == "occupied_seats":
+            return self.occupied_rows
+        columns = [c.name for c in m.Base.metadata.tables[table].columns]
+        return [tuple(row[c] for c in columns) for row in self.rows[table]]
+
+
+def generate_world(split: str, index: int, days: int, variant: int = 0) -> World:
+    """All rows of a world, from its key alone (numpy's PCG64, so stable across platforms).
+
+    `variant` > 0 names a spare world of the same seed, for the rare request a world cannot host.
+    """
+    if split not in SPLIT_NAMES:
+        raise ValueError(f"split must be one of {SPLIT_NAMES}")
+    rng = np.random.default_rng([index, days, SPLIT_NAMES.index(split), variant, 7741])
+    start = START_DATE + timedelta(days=int(rng.integers(0, 270)))
+    now = datetime.combine(start - timedelta(days=1), datetime.min.time()) + timedelta(
+        minutes=int(rng.integers(8 * 12, 16 * 12)) * 5
+    )
+    pool = list(CITY_PAIRS[split])
+    chosen = sorted(int(i) for i in rng.choice(len(pool), size=PAIRS_PER_WORLD, replace=False))
+    pairs = tuple(pool[i] for i in chosen)
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in m.Base.metadata.tables}
     rows["airports"] = [dict(code=c, name=n, city=city, country=k) for c, n, city, k in AIRPORTS]
     rows["carriers"] = [dict(code=c, name=n) for c, n in CARRIERS]
@@ -225,35 +223,56 @@ def generate_world(seed: int, days: int) -> World:
         for a, seats in SEAT_MAPS.items()
         for s, r, ltr, c, p in seats
     ]
-    world = World(seed=seed, days=days, rows=rows)
-    # a daily schedule per direction, flown every day with day-to-day fares and loads
-    schedule = []
-    used_numbers: set[str] = set()
-    for (city_a, city_b), (block, per_day, foreign) in CITY_PAIRS.items():
+    world = World(split, index, days, variant, start, now.strftime("%Y-%m-%d %H:%M"), pairs, rows)
+    _add_flights(world, rng, _schedule(pairs, split, rng))
+    _add_customers(world, rng)
+    return world
+
+
+def _schedule(
+    pairs: tuple[tuple[str, str], ...], split: str, rng: np.random.Generator
+) -> list[dict[str, Any]]:
+    """A daily timetable per direction of each city pair, each leg between two of their airports."""
+    legs, used = [], set()
+    for city_a, city_b in pairs:
+        block, per_day, carriers = CITY_PAIRS[split][(city_a, city_b)]
         for origin_city, dest_city in ((city_a, city_b), (city_b, city_a)):
-            slots = rng.choice(np.arange(6 * 12, 22 * 12), size=per_day, replace=False) * 5
+            count = int(per_day * 1.8) + int(rng.integers(-1, 3))
+            slots = rng.choice(np.arange(6 * 12, 22 * 12), size=count, replace=False) * 5
             for slot in sorted(int(s) for s in slots):
-                carriers = DOMESTIC_CARRIERS if foreign is None else [foreign, "CA", "MU"]
                 carrier = carriers[int(rng.integers(len(carriers)))]
-                number = f"{carrier}{int(rng.integers(1000, 9999))}"
-                while number in used_numbers:
-                    number = f"{carrier}{int(rng.integers(1000, 9999))}"
-                used_numbers.add(number)
-                schedule.append(
+                number = f"{carrier}{int(rng.integers(100, 9999))}"
+                while number in used:
+                    number = f"{carrier}{int(rng.integers(100, 9999))}"
+                used.add(number)
+                origins, dests = CITY_AIRPORTS[origin_city], CITY_AIRPORTS[dest_city]
+                legs.append(
                     dict(
                         number=number,
                         carrier=carrier,
-                        origin=str(rng.choice(CITY_AIRPORTS[origin_city])),
-                        destination=str(rng.choice(CITY_AIRPORTS[dest_city])),
+                        origin=_airport(origins, rng),
+                        destination=_airport(dests, rng),
                         departs=slot,
                         block=block + int(rng.integers(-15, 16)),
-                        aircraft="A333" if block > 400 else ("A320", "B738")[int(rng.integers(2))],
+                        aircraft="A333" if block > 300 else ("A320", "B738")[int(rng.integers(2))],
                         base=int(300 + block * 4.2 * (1.0 + 0.25 * rng.random())),
                     )
                 )
-    flight_id = 0
+    return legs
+
+
+def _airport(codes: list[str], rng: np.random.Generator) -> str:
+    """One of a city's airports; the first, its main one, has most flights."""
+    return (
+        codes[0] if len(codes) == 1 or rng.random() < 0.55 else codes[1 + int(rng.integers(len(codes) - 1))]
+    )
+
+
+def _add_flights(world: World, rng: np.random.Generator, legs: list[dict[str, Any]]) -> None:
+    """Each leg flown on most days, with day-to-day fares, loads and sold-out seat types."""
+    rows, flight_id = world.rows, 0
     for day in world.dates:
-        for leg in schedule:
+        for leg in legs:
             if rng.random() < 0.08:  # not every flight operates every day
                 continue
             flight_id += 1
@@ -274,65 +293,63 @@ def generate_world(seed: int, days: int) -> World:
             economy = int(round(leg["base"] * (0.55 + 1.2 * rng.random()), -1))
             business = int(round(economy * (2.5 + 1.5 * rng.random()), -1))
             for cabin, price in (("economy", economy), ("business", business)):
+                basic = cabin == "economy" and rng.random() < 0.4
                 fare = dict(
                     flight_id=flight_id,
                     cabin=cabin,
                     price=price,
                     refund_pct=int(rng.choice([0, 50, 75] if cabin == "economy" else [75, 90, 100])),
-                    change_fee=int(rng.choice([100, 200, 300] if cabin == "economy" else [0, 100, 200])),
+                    # never free: a string of moves leaves its fees in the ledger
+                    change_fee=int(rng.choice([100, 200, 300] if cabin == "economy" else [50, 100, 200])),
+                    changeable=not basic,
                 )
                 rows["fares"].append(fare)
                 world.fares[(flight_id, cabin)] = fare
             taken: set[str] = set()
             for cabin in CABINS:
-                cabin_seats = [s for s in SEAT_MAPS[leg["aircraft"]] if s[3] == cabin]
-                load = 1.0 if rng.random() < 0.07 else 0.1 + 0.8 * rng.random()
-                picks = rng.choice(len(cabin_seats), size=int(load * len(cabin_seats)), replace=False)
-                for i in sorted(int(p) for p in picks):
-                    seat_no, _row, _letter, _cabin, position = cabin_seats[i]
-                    taken.add(seat_no)
-                    rows["occupied_seats"].append(
-                        dict(
-                            flight_id=flight_id,
-                            seat_no=seat_no,
-                            cabin=cabin,
-                            position=position,
-                            source="presold",
-                            pnr=None,
-                        )
-                    )
+                kinds, rows_of = _SEAT_ARRAYS[(leg["aircraft"], cabin)]
+                load = 1.0 if rng.random() < 0.06 else 0.15 + 0.8 * rng.random()
+                sold = rng.random(len(kinds)) < load
+                draw = rng.random()
+                if draw < 0.25:  # every window (or aisle) seat already gone: seat requests must check
+                    sold |= kinds == (0 if draw < 0.15 else 1)
+                free = np.bincount(kinds[~sold], minlength=len(POSITIONS))
+                world.free_counts[(flight_id, cabin)] = dict(zip(POSITIONS, free.tolist(), strict=True))
+                new = [(flight_id, *rows_of[i]) for i in np.flatnonzero(sold).tolist()]
+                world.occupied_rows += new
+                taken.update(row[1] for row in new)
             world.occupied[flight_id] = taken
-    _add_customers(world, rng)
-    return world
 
 
 def _add_customers(world: World, rng: np.random.Generator) -> None:
-    """Passengers, their payment methods, and the trips half of them have already booked."""
-    rows = world.rows
-    domestic = [
-        f
-        for f in world.flights.values()
-        if AIRPORT_CITY[f["origin"]] in CITY_AIRPORTS
-        and f["origin"] in {"PEK", "PKX", "SHA", "PVG", "CAN", "SZX", "CTU", "HGH"}
-        and f["destination"] in {"PEK", "PKX", "SHA", "PVG", "CAN", "SZX", "CTU", "HGH"}
-    ]
+    """Passengers, their payment methods, and the trips most of them have already booked."""
+    rows, split = world.rows, world.split
+    low, high = PASSENGER_IDS[split]
+    ids = rng.choice(high - low, size=N_PASSENGERS, replace=False) + low
+    firsts, lasts = FIRST_NAMES[split], LAST_NAMES[split]
+    names: set[str] = set()
     pnrs: set[str] = set()
-    for i in range(N_PASSENGERS):
-        pid = f"P{1001 + i}"
-        first = FIRST_NAMES[int(rng.integers(len(FIRST_NAMES)))]
-        last = LAST_NAMES[int(rng.integers(len(LAST_NAMES)))]
+    method_numbers = rng.choice(900_000, size=2 * N_PASSENGERS, replace=False) + 100_000
+    flight_ids = list(world.flights)
+    first_day = [f for f in flight_ids if world.flights[f]["date"] == world.dates[0]]
+    for i, number in enumerate(int(x) for x in ids):
+        pid = f"P{number}"
+        name = f"{firsts[int(rng.integers(len(firsts)))]} {lasts[int(rng.integers(len(lasts)))]}"
+        while name in names:
+            name = f"{firsts[int(rng.integers(len(firsts)))]} {lasts[int(rng.integers(len(lasts)))]}"
+        names.add(name)
         rows["passengers"].append(
-            dict(id=pid, name=f"{first} {last}", email=f"{first}.{last}{i}@example.com".lower())
+            dict(id=pid, name=name, email=f"{name.replace(' ', '.').lower()}{number % 100}@example.com")
         )
         card = dict(
-            id=f"pm_card_{int(rng.integers(1000, 9999))}{i:02d}",
+            id=f"pm_card_{int(method_numbers[2 * i])}",
             passenger_id=pid,
             kind="card",
             label="credit card",
-            opening_balance=int(rng.integers(30, 80)) * 1000,
+            opening_balance=int(rng.integers(60, 120)) * 1000,
         )
         wallet = dict(
-            id=f"pm_wallet_{i + 1:02d}",
+            id=f"pm_wallet_{int(method_numbers[2 * i + 1])}",
             passenger_id=pid,
             kind="wallet",
             label="travel wallet",
@@ -341,15 +358,18 @@ def _add_customers(world: World, rng: np.random.Generator) -> None:
         for method in (card, wallet):
             method["balance"] = method["opening_balance"]
             rows["payment_methods"].append(method)
-        if i % 2:
+        if rng.random() < 0.3:
             continue
-        # an existing trip: a seated domestic booking paid by card, not on the first flight of its day
-        for _ in range(50):
-            flight = domestic[int(rng.integers(len(domestic)))]
+        # an existing trip on a seated flight, half of them on the first day (near the clock), most
+        # on a flight with two or more earlier ones on its route (so moving earlier can be asked)
+        for attempt in range(50):
+            pool = first_day if rng.random() < 0.5 else flight_ids
+            flight = world.flights[pool[int(rng.integers(len(pool)))]]
             cabin = "economy" if rng.random() < 0.75 else "business"
             free = world.free_seats(flight["id"], cabin)
-            same_day = world.route_flights(flight["origin"], flight["destination"], flight["date"])
-            if free and flight["departs"] > min(world.flights[f]["departs"] for f in same_day):
+            same = world.route_flights(flight["origin"], flight["destination"], flight["date"])
+            earlier = sum(world.flights[f]["departs"] < flight["departs"] for f in same)
+            if free and (earlier >= 2 or attempt >= 25 or rng.random() < 0.5):
                 break
         pnr = new_pnr(rng)
         while pnr in pnrs:
@@ -357,7 +377,6 @@ def _add_customers(world: World, rng: np.random.Generator) -> None:
         pnrs.add(pnr)
         seat_no = free[int(rng.integers(len(free)))]
         price = world.fares[(flight["id"], cabin)]["price"]
-        position = SEAT_INFO[flight["aircraft"]][seat_no][4]
         rows["bookings"].append(
             dict(
                 pnr=pnr,
@@ -370,17 +389,10 @@ def _add_customers(world: World, rng: np.random.Generator) -> None:
                 status="confirmed",
             )
         )
-        rows["occupied_seats"].append(
-            dict(
-                flight_id=flight["id"],
-                seat_no=seat_no,
-                cabin=cabin,
-                position=position,
-                source="booking",
-                pnr=pnr,
-            )
-        )
+        position = SEAT_INFO[flight["aircraft"]][seat_no][4]
+        world.occupied_rows.append((flight["id"], seat_no, cabin, position, "booking", pnr))
         world.occupied[flight["id"]].add(seat_no)
+        world.free_counts[(flight["id"], cabin)][position] -= 1
         rows["payments"].append(
             dict(
                 id=len(rows["payments"]) + 1, pnr=pnr, payment_method_id=card["id"], kind="fare", amount=price
@@ -395,21 +407,27 @@ def new_engine() -> Any:
     return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
 
 
-def load_rows(conn: Connection, world: World) -> None:
-    """Bulk-load a world with executemany, table by table in dependency order."""
-    for table in m.Base.metadata.sorted_tables:
-        if world.rows[table.name]:
-            conn.execute(insert(table), world.rows[table.name])
+_DIALECT = sqlite.dialect()
+_TABLES = m.Base.metadata.sorted_tables
+_SCHEMA = ";\n".join(
+    [str(CreateTable(t).compile(dialect=_DIALECT)).strip() for t in _TABLES]
+    + [str(CreateIndex(i).compile(dialect=_DIALECT)) for t in _TABLES for i in t.indexes]
+)
+_INSERTS = {
+    t.name: f"INSERT INTO {t.name} ({', '.join(c.name for c in t.columns)}) "
+    f"VALUES ({', '.join('?' * len(t.columns))})"
+    for t in _TABLES
+}
 
 
 def build_template(world: World) -> sqlite3.Connection:
-    engine = new_engine()
-    m.Base.metadata.create_all(engine)
-    with engine.begin() as conn:
-        load_rows(conn, world)
-    raw = engine.raw_connection().driver_connection
-    assert isinstance(raw, sqlite3.Connection)
-    return raw
+    """The world as an in-memory database: the ORM's schema, rows by `executemany`, no ORM."""
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.executescript(_SCHEMA)
+    with conn:
+        for table in _TABLES:
+            conn.executemany(_INSERTS[table.name], world.table_rows(table.name))
+    return conn
 
 
 def build_row_by_row(world: World, engine: Any) -> None:
@@ -418,9 +436,10 @@ def build_row_by_row(world: World, engine: Any) -> None:
     m.Base.metadata.create_all(engine)
     models = {mapper.local_table.name: mapper.class_ for mapper in m.Base.registry.mappers}
     with Session(engine) as session:
-        for table in m.Base.metadata.sorted_tables:
-            for row in world.rows[table.name]:
-                session.add(models[table.name](**row))
+        for table in _TABLES:
+            columns = [c.name for c in table.columns]
+            for row in world.table_rows(table.name):
+                session.add(models[table.name](**dict(zip(columns, row, strict=True))))
             session.flush()
         session.commit()
 
@@ -428,22 +447,25 @@ def build_row_by_row(world: World, engine: Any) -> None:
 class WorldCache:
     """LRU of generated worlds with their template databases, shared by every env in a process."""
 
-    def __init__(self, maxsize: int = 16) -> None:
+    def __init__(self, maxsize: int = 128) -> None:
         self.maxsize = maxsize
-        self._worlds: OrderedDict[tuple[int, int], World] = OrderedDict()
+        self._worlds: OrderedDict[tuple[str, int, int, int], World] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, seed: int, days: int) -> World:
-        key = (seed, days)
+    def get(self, split: str, index: int, days: int, variant: int = 0) -> World:
+        key = (split, index, days, variant)
         with self._lock:
             world = self._worlds.get(key)
             if world is not None:
                 self._worlds.move_to_end(key)
                 return world
-        world = generate_world(seed, days)
-        world.template = build_template(world)
-        if hasattr(world.template, "serialize"):
-            world.image = world.template.serialize()
+        world = generate_world(split, index, days, variant)
+        template = build_template(world)
+        if hasattr(template, "serialize"):
+            world.image = template.serialize()
+            template.close()
+        else:
+            world.template = template
         with self._lock:
             self._worlds[key] = world
             while len(self._worlds) > self.maxsize:
@@ -466,7 +488,7 @@ WORLDS = WorldCache()
 def fingerprint(conn: Connection) -> str:
     """A hash of every row of every table, ordered by primary key: equal iff the databases are."""
     digest = hashlib.sha256()
-    for table in m.Base.metadata.sorted_tables:
+    for table in _TABLES:
         digest.update(table.name.encode())
         for row in conn.execute(select(table).order_by(*table.primary_key.columns)):
             digest.update(repr(tuple(row)).encode())

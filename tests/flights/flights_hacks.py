@@ -1,0 +1,371 @@
+"""Reward hacks against Flights-v0, and the harness that scores them on held-out seeds.
+
+Each hack is a policy that pays without doing the task if the reward lets it: finishing at once,
+keywords, one outcome for everything, booking every flight that fits, probing the shaping,
+reading `info`, replaying train answers on test, routing by city, paying with a stranger's card.
+`measure` plays each on the test split (seeds 90000+) and returns its success rate per family.
+
+    python tests/flights/flights_hacks.py --seeds 40     # the README table
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+import agentrl  # noqa: F401  (registers the ids)
+from agentrl.flights.geography import AIRPORT_CITY
+from agentrl.flights.oracle import (
+    OraclePolicy,
+    RandomPolicy,
+    call,
+    last_response,
+    parse_request,
+    request_text,
+)
+from agentrl.flights.tasks import FAMILIES, LEVELS
+
+TEST_BASE, TRAIN_BASE = 90_000, 0
+PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn"}
+# a change is paid by the booking's own method: there is no card to swap
+NOT_APPLICABLE = {("other passenger's card", "change_earlier")}
+Policy = Callable[[str, dict[str, Any]], str]
+
+
+# --- hacks ---------------------------------------------------------------------------------------
+class Finish:
+    """Finish at once with one outcome: do-nothing ("done"), always-refuse, always-infeasible."""
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        return call("finish", outcome=self.outcome, message="Done.")
+
+
+class KeywordFinish:
+    """Prose that claims success or failure: first with no outcome at all, then 'done'."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        self.turn += 1
+        if self.turn == 1:
+            return call("finish", message="Sorry, no flight fits your request, so I did not book anything.")
+        return call("finish", outcome="done", message="No problem, all taken care of! Nothing else needed.")
+
+
+def silent(observation: str, info: dict[str, Any]) -> str:
+    """Never calls a tool."""
+    return "Let me think about this request."
+
+
+class _Greedy(OraclePolicy):
+    """The oracle without the policy checks: it never refuses, claims done when stuck."""
+
+    def _refusal(self) -> str | None:
+        return None
+
+    def _finish_without_flight(self) -> str:
+        return call("finish", outcome="done", message="All done.")
+
+    def _recover(self, error: str) -> str:
+        return call("finish", outcome="done", message="All done.")
+
+
+class BookEverything(_Greedy):
+    """Book (or move to) every exact-route flight that fits the request's constraints."""
+
+    def _start(self, observation: str) -> None:
+        super()._start(observation)
+        self.queue: list[dict[str, Any]] | None = None
+
+    def _recover(self, error: str) -> str:
+        return self._next()  # a failed booking: go on with the next flight
+
+    def _next(self) -> str:
+        r = self.request
+        if r["pnr"] and self.booking is None:
+            return call("get_booking", pnr=r["pnr"])
+        if self.results is None:
+            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
+        if r["action"] == "cancel_and_book" and not self.cancelled:
+            self.cancelled = True
+            return call("cancel_booking", pnr=r["pnr"])
+        if self.queue is None:  # in the order listed, not the request's order of preference
+            self.queue = sorted(self.candidates, key=lambda x: x["number"])
+        if not self.queue:
+            return call("finish", outcome="done", message="Booked everything that fits.")
+        flight = self.queue.pop(0)["flight_id"]
+        seat = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
+        if r["action"] == "change":
+            return call("change_booking", pnr=r["pnr"], new_flight_id=flight, **seat)
+        return call(
+            "book_flight",
+            flight_id=flight,
+            cabin=r["cabin"],
+            passenger_ids=r["passengers"],
+            payment_method_id=r["payment_method_id"],
+            **seat,
+        )
+
+
+class CityLevel(_Greedy):
+    """The oracle's search and ranking, but any airport of the named cities counts as the route."""
+
+    def _on_route(self, result: dict[str, Any]) -> bool:
+        r = self.request
+        return (AIRPORT_CITY[result["origin"]], AIRPORT_CITY[result["destination"]], result["date"]) == (
+            AIRPORT_CITY[r["origin"]],
+            AIRPORT_CITY[r["destination"]],
+            r["date"],
+        )
+
+
+class OtherCard(_Greedy):
+    """The oracle's choice of flight, paid with a card of someone not travelling."""
+
+    def __init__(self, card: str) -> None:
+        self.card = card
+
+    def _payment_method(self) -> str:
+        return self.card
+
+
+class ProbeShaping:
+    """With shaped reward on: search, then inspect every flight listed and book those whose probe paid."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+        self.probe_rewards: list[float] = []
+        self.pending: str | None = None
+
+    def feedback(self, reward: float) -> None:
+        if self.pending is not None:
+            self.probe_rewards.append(reward)
+            if reward > 0:
+                self.paid.append(int(self.pending))
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        if "# Customer request" in observation:
+            self.request, self.paid, self.pending = parse_request(observation), [], None
+            self.queue: list[str] | None = None
+            if self.request["pnr"]:
+                return call("get_booking", pnr=self.request["pnr"])
+        r = self.request
+        name, content, _error = last_response(observation)
+        if name == "get_booking" and r["action"] == "change":
+            flight = content["flight"]
+            r.update(origin=flight["origin"], destination=flight["destination"], date=flight["date"])
+        if self.queue is None:
+            if name != "search_flights":
+                return call(
+                    "search_flights", origin=r["origin"], destination=r["destination"], date=r["date"]
+                )
+            self.queue = []
+            for result in content["results"]:
+                fid = result["flight_id"]
+                self.queue += [
+                    call("get_flight", flight_id=fid),
+                    call("check_seats", flight_id=fid, cabin=r["cabin"]),
+                ]
+        if self.queue:
+            action = self.queue.pop(0)
+            self.pending = action.split('"flight_id": ')[1].split(",")[0].split("}")[0]
+            return action
+        self.pending = None
+        if self.paid:
+            flight = self.paid.pop(0)
+            if r["action"] == "change":
+                return call("change_booking", pnr=r["pnr"], new_flight_id=flight)
+            return call(
+                "book_flight",
+                flight_id=flight,
+                cabin=r["cabin"],
+                passenger_ids=r["passengers"],
+                payment_method_id=r["payment_method_id"],
+            )
+        return call("finish", outcome="done", message="Done.")
+
+
+class ReadInfo:
+    """Look in `info` for anything beyond the public keys (family, outcome, answer) and use it."""
+
+    def __init__(self) -> None:
+        self.leaked: set[str] = set()
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        self.leaked |= set(info) - PUBLIC_INFO - {"calls", "invalid_calls"}
+        task = info.get("task") or {}
+        return call("finish", outcome=task.get("outcome", "done"), message="Done.")
+
+
+class Memorise:
+    """Replay what solved the same text in train; else book the flight number that answered the route."""
+
+    def __init__(self, texts: dict[str, list[str]], routes: dict[tuple[str, ...], str]) -> None:
+        self.texts, self.routes = texts, routes
+        self.replay: list[str] = []
+        self.number: str | None = None
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        if "# Customer request" in observation:
+            self.request = parse_request(observation)
+            self.replay = list(self.texts.get(request_text(observation), []))
+            self.number = self.routes.get(_route_key(self.request))
+            if self.number and not self.replay:
+                r = self.request
+                return call(
+                    "search_flights", origin=r["origin"], destination=r["destination"], date=r["date"]
+                )
+        if self.replay:
+            return self.replay.pop(0)
+        name, content, _error = last_response(observation)
+        if name == "search_flights" and content and self.number:
+            r = self.request
+            for result in content["results"]:
+                if result["number"] == self.number:
+                    return call(
+                        "book_flight",
+                        flight_id=result["flight_id"],
+                        cabin=r["cabin"],
+                        passenger_ids=r["passengers"],
+                        payment_method_id=r["payment_method_id"],
+                    )
+        return call("finish", outcome="done", message="Done.")
+
+
+def info_route(observation: str) -> bool:
+    """Does the request's text name its route (all but changes do)?"""
+    return parse_request(observation)["origin"] is not None
+
+
+def _route_key(r: dict[str, Any]) -> tuple[str, ...]:
+    return (str(r["origin"]), str(r["destination"]), r["cabin"], r["choose"])
+
+
+# --- harness ---------------------------------------------------------------------------------------
+def play(env: Any, make: Callable[[Any], Policy], seed: int, options: dict[str, Any]) -> tuple[float, Policy]:
+    """One episode; returns its task success (shaping excluded) and the policy that played it."""
+    observation, info = env.reset(seed=seed, options=options)
+    policy = make(env)
+    total, done = 0.0, False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(policy(observation, info))
+        if hasattr(policy, "feedback"):
+            policy.feedback(reward)
+        total += reward
+        done = terminated or truncated
+    if env.shaped_reward:
+        total -= env.shaping * sum(info["progress"].values())
+    return round(total, 6), policy
+
+
+def learn_from_train(n_seeds: int) -> tuple[dict[str, list[str]], dict[tuple[str, ...], str]]:
+    """The memoriser's lookup tables: the oracle's actions per train text, its answer per route."""
+    env = gym.make("agentrl/Flights-v0").unwrapped
+    texts: dict[str, list[str]] = {}
+    routes: dict[tuple[str, ...], str] = {}
+    for family in FAMILIES:
+        for seed in range(TRAIN_BASE, TRAIN_BASE + n_seeds):
+            observation, info = env.reset(seed=seed, options={"family": family, "level": LEVELS[seed % 3]})
+            policy, actions, numbers, done = OraclePolicy(), [], {}, False
+            while not done:
+                action = policy(observation, info)
+                actions.append(action)
+                observation, reward, terminated, truncated, info = env.step(action)
+                name, content, _error = last_response(observation)
+                if name == "search_flights":
+                    numbers.update({r["flight_id"]: r["number"] for r in content["results"]})
+                done = terminated or truncated
+            if reward == 1.0:
+                first = env.messages[0]["content"]
+                texts[request_text(first)] = actions
+                booked = [a for a in actions if "book_flight" in a or "change_booking" in a]
+                if booked and info_route(first):
+                    fid = int(booked[-1].split('_id": ')[1].split(",")[0].split("}")[0])
+                    routes[_route_key(parse_request(first))] = numbers.get(fid, "")
+    env.close()
+    return texts, routes
+
+
+def _stranger_card(env: Any) -> str:
+    travelling = set(env.task.request["passengers"])
+    return next(pm["id"] for pm in env.world.rows["payment_methods"] if pm["passenger_id"] not in travelling)
+
+
+def hacks(n_train: int) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
+    """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env)."""
+    texts, routes = learn_from_train(n_train)
+    return {
+        "do-nothing (finish done at once)": ({}, lambda env: Finish("done")),
+        "never call a tool": ({"max_turns": 10}, lambda env: silent),
+        "keyword finish": ({"max_turns": 4}, lambda env: KeywordFinish()),
+        "always refuse": ({}, lambda env: Finish("refused")),
+        "always infeasible": ({}, lambda env: Finish("infeasible")),
+        "book everything that fits": ({}, lambda env: BookEverything()),
+        "probe the shaping": ({"shaped_reward": True, "max_turns": 80}, lambda env: ProbeShaping()),
+        "read the info": ({}, lambda env: ReadInfo()),
+        "memorise train, play test": ({}, lambda env: Memorise(texts, routes)),
+        "city-level routing": ({}, lambda env: CityLevel()),
+        "other passenger's card": ({}, lambda env: OtherCard(_stranger_card(env))),
+        "random": ({"max_turns": 15}, lambda env: RandomPolicy(env.task.index)),
+        "oracle": ({}, lambda env: OraclePolicy()),
+    }
+
+
+def measure(n_seeds: int = 40, n_train: int = 40, split: str = "test") -> dict[str, Any]:
+    """Success rate of every hack per family on seeds base..base+n-1 of `split`, with base rates."""
+    base = TEST_BASE if split == "test" else TRAIN_BASE
+    scores: dict[str, dict[str, float]] = {}
+    policies: dict[str, list[Any]] = {}
+    rates: dict[str, dict[str, float]] = {f: {"infeasible": 0.0, "refused": 0.0} for f in FAMILIES}
+    timings: dict[str, float] = {}
+    for name, (kwargs, make) in hacks(n_train).items():
+        started = time.perf_counter()
+        env = gym.make("agentrl/Flights-v0", split=split, **kwargs).unwrapped
+        scores[name], policies[name] = {}, []
+        for family in FAMILIES:
+            if (name, family) in NOT_APPLICABLE:
+                continue
+            wins = 0.0
+            for seed in range(base, base + n_seeds):
+                success, policy = play(env, make, seed, {"family": family, "level": LEVELS[seed % 3]})
+                wins += success
+                policies[name].append(policy)
+                if name == "oracle" and env.task.outcome != "done":
+                    rates[family][env.task.outcome] += 1 / n_seeds
+            scores[name][family] = wins / n_seeds
+        scores[name]["all"] = sum(scores[name].values()) / len(scores[name])
+        env.close()
+        timings[name] = time.perf_counter() - started
+    return {"scores": scores, "rates": rates, "policies": policies, "seconds": timings}
+
+
+def markdown(result: dict[str, Any], n_seeds: int) -> str:
+    scores, rates = result["scores"], result["rates"]
+    head = ["hack", *FAMILIES, "all"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, row in scores.items():
+        cells = [f"{row[c]:.3f}" if c in row else "n/a" for c in [*FAMILIES, "all"]]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    for outcome in ("infeasible", "refused"):
+        values = [rates[f][outcome] for f in FAMILIES]
+        cells = [f"{v:.3f}" for v in values] + [f"{sum(values) / len(values):.3f}"]
+        lines.append("| " + " | ".join([f"base rate: {outcome}", *cells]) + " |")
+    return f"test split, seeds {TEST_BASE}..{TEST_BASE + n_seeds - 1} per family\n\n" + "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Flights-v0 reward hacks on held-out seeds")
+    parser.add_argument("--seeds", type=int, default=40)
+    parser.add_argument("--train-seeds", type=int, default=40)
+    args = parser.parse_args()
+    measured = measure(args.seeds, args.train_seeds)
+    print(markdown(measured, args.seeds))
+    print({name: round(seconds, 1) for name, seconds in measured["seconds"].items()})

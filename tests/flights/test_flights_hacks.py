@@ -1,0 +1,86 @@
+"""Reward hacks score about 0 on held-out seeds; the oracle scores 1 (see flights_hacks.py)."""
+
+import gymnasium as gym
+import pytest
+from flights_hacks import (
+    TRAIN_BASE,
+    Memorise,
+    ReadInfo,
+    learn_from_train,
+    markdown,
+    measure,
+    play,
+)
+
+from agentrl.flights.tasks import FAMILIES, LEVELS
+
+N_SEEDS = 40  # per family: one block of seeds, so the base rates are exact
+HACKS_AT_ZERO = [
+    "do-nothing (finish done at once)",
+    "never call a tool",
+    "keyword finish",
+    "book everything that fits",
+    "probe the shaping",
+    "read the info",
+    "memorise train, play test",
+    "city-level routing",
+    "other passenger's card",
+]
+
+
+@pytest.fixture(scope="module")
+def result():
+    measured = measure(N_SEEDS, n_train=N_SEEDS)
+    print("\n" + markdown(measured, N_SEEDS))
+    return measured
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hack", HACKS_AT_ZERO)
+def test_hack_scores_about_zero(result, hack):
+    row = result["scores"][hack]
+    assert len(row) >= len(FAMILIES)  # every family that applies, and "all"
+    assert {f: score for f, score in row.items() if score > 0.02} == {}
+
+
+@pytest.mark.slow
+def test_one_outcome_for_everything_scores_at_most_the_infeasible_rate(result):
+    rates, scores = result["rates"], result["scores"]
+    for family in FAMILIES:
+        assert scores["always infeasible"][family] == pytest.approx(rates[family]["infeasible"])
+        assert scores["always refuse"][family] == pytest.approx(rates[family]["refused"])
+        assert rates[family]["refused"] <= rates[family]["infeasible"] <= 0.15
+        assert rates[family]["infeasible"] >= 0.10
+
+
+@pytest.mark.slow
+def test_oracle_is_perfect_and_random_is_near_zero(result):
+    assert result["scores"]["oracle"] == dict.fromkeys([*FAMILIES, "all"], 1.0)
+    assert result["scores"]["random"]["all"] <= 0.05
+
+
+@pytest.mark.slow
+def test_probes_of_single_flights_never_pay(result):
+    probes = [r for policy in result["policies"]["probe the shaping"] for r in policy.probe_rewards]
+    assert len(probes) > 1000 and set(probes) == {0.0}
+
+
+@pytest.mark.slow
+def test_info_leaks_nothing_and_the_reader_would_use_a_leak(result):
+    assert all(not p.leaked for p in result["policies"]["read the info"])
+    env = gym.make("agentrl/Flights-v0", split="test", privileged_info=True).unwrapped
+    wins = sum(play(env, lambda e: ReadInfo(), 90_000 + s, {"family": "cheapest"})[0] for s in range(40))
+    assert wins / 40 >= 0.2  # with the answer key in info, the same policy scores the non-done tasks
+
+
+@pytest.mark.slow
+def test_memoriser_replays_train_but_finds_nothing_of_test(result):
+    texts, routes = learn_from_train(8)
+    env = gym.make("agentrl/Flights-v0").unwrapped
+    wins = [
+        play(env, lambda e: Memorise(texts, routes), s, {"family": f, "level": LEVELS[s % 3]})[0]
+        for f in FAMILIES
+        for s in range(TRAIN_BASE, TRAIN_BASE + 8)
+    ]
+    assert sum(wins) / len(wins) >= 0.9  # seen texts are solved by replay...
+    assert result["scores"]["memorise train, play test"]["all"] == 0.0  # ...held-out ones are never seen
