@@ -209,6 +209,12 @@ def bench_server(reps: int) -> dict[str, object]:
             out["big_ms"] = (time.perf_counter() - start) * 1000.0
             assert reply["status"] == "Success", reply["status"]
             out["rss_before"], out["rss_after"] = before, peak_rss_mb(server.pid)
+            upload = os.urandom(60 << 20)
+            start = time.perf_counter()
+            put = client.put(f"/v1/sandboxes/{sid}/files", params={"path": "upload"}, content=upload)
+            put.raise_for_status()
+            out["upload_ms"] = (time.perf_counter() - start) * 1000.0
+            out["rss_upload"] = peak_rss_mb(server.pid)
             client.delete(f"/v1/sandboxes/{sid}")
     finally:
         server.terminate()
@@ -388,6 +394,14 @@ def main() -> int:
             f"{run_code_big:.0f} ms",
             "10 s time-out in SandboxFusion (quoted)",
             f"{10000 / run_code_big:.0f}x",
+        )
+    )
+    rows.append(
+        (
+            "server peak RSS, then a 60 MB upload",
+            f"{served['rss_upload']:.0f} MB",
+            f"{served['rss_after']:.0f} MB before it ({served['upload_ms']:.0f} ms to upload)",
+            f"+{served['rss_upload'] - served['rss_after']:.0f} MB",
         )
     )
     rows.append(

@@ -50,6 +50,7 @@ from agentrl_agent_lib import (  # sent along with this file, see channel.py
     Zygote,
     as_user,
     become_user,
+    copy_file,
     drain,
     error_kind,
     extract,
@@ -375,6 +376,16 @@ class Agent:
         path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
         with open(path, "ab" if req.get("append") else "wb") as f:
             f.write(base64.b64decode(req["data"]))
+        return {}
+
+    def op_put_file(self, req):
+        """Put a staged file in place, written by the user (the staged copy is the agent's own)."""
+        path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
+        try:
+            with open(path, "rb") as staged:
+                as_user(copy_file, staged, resolve(req["path"]), int(req.get("mode", 0o644)))
+        finally:
+            os.unlink(path)
         return {}
 
     def op_put_tar(self, req):

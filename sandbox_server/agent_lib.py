@@ -312,6 +312,14 @@ def write_file(path, data, mode, append):
     return b""
 
 
+def copy_file(source, path, mode):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        shutil.copyfileobj(source, f, 1 << 20)
+    os.chmod(path, mode)
+    return b""
+
+
 def read_file(path, max_bytes):
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size

@@ -7,11 +7,13 @@ objects with the same methods, so code that runs commands never cares where they
 from __future__ import annotations
 
 import base64
+import io
+import itertools
 import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Any, Protocol, runtime_checkable
 
 from agentrl.sandbox_server.channel import AgentLink
@@ -191,22 +193,28 @@ class AgentSandbox:
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         data = as_bytes(data)
         path = check_path(path)
-        for start in range(0, max(len(data), 1), CHUNK):
-            self._write_chunk(path, data[start : start + CHUNK], mode, append=start > 0)
+        if len(data) <= CHUNK:
+            self._call("write", path=path, data=base64.b64encode(data).decode(), mode=mode)
+        else:
+            self.write_stream(path, io.BytesIO(data), mode)
 
     def write_stream(self, path: str, source: IO[bytes], mode: int = 0o644) -> None:
-        """`write_file` from a file object, a chunk at a time."""
+        """`write_file` from a file object: small files in one call, others staged a chunk at a time
+        in the agent's own directory, then put in place with the user's rights."""
         path = check_path(path)
-        append = False
-        while True:
-            chunk = source.read(CHUNK)
-            if not chunk and append:
-                return
-            self._write_chunk(path, chunk, mode, append=append)
-            append = True
+        first = source.read(CHUNK)
+        rest = source.read(CHUNK)
+        if not rest:
+            self._call("write", path=path, data=base64.b64encode(first).decode(), mode=mode)
+            return
+        name = self._stage(itertools.chain((first, rest), iter(lambda: source.read(CHUNK), b"")))
+        self._call("put_file", name=name, path=path, mode=mode, wait_s=300.0)
 
-    def _write_chunk(self, path: str, chunk: bytes, mode: int, *, append: bool) -> None:
-        self._call("write", path=path, data=base64.b64encode(chunk).decode(), mode=mode, append=append)
+    def _stage(self, chunks: Iterable[bytes]) -> str:
+        name = secrets.token_hex(12)
+        for i, chunk in enumerate(chunks):
+            self._call("stage", name=name, data=base64.b64encode(chunk).decode(), append=i > 0)
+        return name
 
     def read_file(self, path: str, max_bytes: int = 1 << 30) -> bytes:
         reply = self._call(
@@ -226,11 +234,7 @@ class AgentSandbox:
         path = check_path(path)
         check_tar(source, path)
         source.seek(0)
-        name = secrets.token_hex(12)
-        append = False
-        while chunk := source.read(CHUNK):
-            self._call("stage", name=name, data=base64.b64encode(chunk).decode(), append=append)
-            append = True
+        name = self._stage(iter(lambda: source.read(CHUNK), b""))
         self._call("put_tar", name=name, path=path, wait_s=300.0)
 
     def get_archive(self, path: str, max_bytes: int = 1 << 30) -> bytes:
