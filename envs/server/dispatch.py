@@ -8,7 +8,8 @@ a first world build) still go one per thread and run side by side.
 
 How many packs of a kind run at once follows how much of their time is CPU: calls that wait
 (on a container, a socket) get every thread, while CPU-bound ones run one pack at a time, since
-the GIL runs one anyway and more threads only trade it back and forth, starving the event loop.
+the GIL runs one anyway and more threads only trade it back and forth, starving the event loop;
+in between, about 1 / (CPU share) packs keep one core busy.
 The CPU share is sampled only from packs that ran alone: a thread waiting for the GIL burns no
 CPU time, so under contention CPU-bound work would look like waiting and get ever more threads.
 A kind running on every thread gets a pack alone every `RESAMPLE_EVERY` packs (the others wait for
@@ -79,11 +80,14 @@ class PackedExecutor:
         return max(1, min(self.max_pack, int(self.target_s / max(cost, 1e-7))))
 
     def concurrency(self, kind: str) -> int:
-        """All threads for calls that mostly wait; one pack at a time otherwise, and until a few
-        samples say which (one odd first call must not hand a CPU-bound kind every thread)."""
+        """Packs of `kind` to run at once: about 1 / its CPU share, enough to keep one core busy
+        (all threads for calls that only wait, one for calls that only compute; more would only
+        trade the GIL back and forth). One until a few samples say (one odd first call must not
+        hand a CPU-bound kind every thread)."""
         share = self.cpu_share.get(kind)
-        sampled = self._samples.get(kind, 0) >= MIN_SAMPLES
-        return self.workers if sampled and share is not None and share < 0.5 else 1
+        if share is None or self._samples.get(kind, 0) < MIN_SAMPLES:
+            return 1
+        return max(1, min(self.workers, round(1 / max(share, 1 / self.workers))))
 
     def inline(self, kind: str) -> bool:
         """Whether calls of `kind` run on the event loop: measured short."""
