@@ -23,6 +23,7 @@ import torch
 
 from agentrl.agent_train.accounting import FailureGuard, TaskLedger, TrainingAborted, split_kwargs
 from agentrl.agent_train.backends import GenerationBackend, HFBackend, derive_seed
+from agentrl.agent_train.checkpoints import load_resume_state, save_checkpoint
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.evaluate import evaluate
 from agentrl.agent_train.grpo import group_advantages, grpo_loss, token_logprobs
@@ -62,13 +63,21 @@ class RolloutProducer:
         self.collected = -1  # the last step whose rollouts are done
         self._cond = threading.Condition()
         self._job: Any = None
+        self._task: asyncio.Task | None = None
+        self.closed = False
         self.thread.start()
 
     def start(self, first_step: int, steps: int) -> None:
         self.collected = first_step - 1
         self._job = asyncio.run_coroutine_threadsafe(self._produce(first_step, steps), self.loop)
 
+    async def _cancel(self, task: asyncio.Task | None) -> None:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     async def _produce(self, first_step: int, steps: int) -> None:
+        self._task = asyncio.current_task()
         for step in range(first_step, steps):
             await asyncio.to_thread(self._wait_for_version, step - self.cfg.max_staleness)
             start = time.perf_counter()
@@ -91,7 +100,7 @@ class RolloutProducer:
 
     def _wait_for_version(self, version: int) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: self.version >= version)
+            self._cond.wait_for(lambda: self.version >= version or self.closed)
 
     def wait_collected(self, step: int) -> None:
         """Block until step's rollouts are done (they must not see the weights pushed next)."""
@@ -123,8 +132,11 @@ class RolloutProducer:
         return self.run(evaluate(self.eval_spec, seeds, k, sample_seed, progress=self.cfg.progress))
 
     def close(self) -> None:
-        if self._job is not None:
-            self._job.cancel()
+        with self._cond:  # a producer waiting for a policy version that will never come returns
+            self.closed = True
+            self._cond.notify_all()
+        if self._job is not None and not self._job.done():
+            self.run(self._cancel(self._task))  # the task ends before its loop stops
         if hasattr(self.backend, "aclose"):
             with contextlib.suppress(Exception):
                 self.run(self.backend.aclose())
@@ -270,25 +282,6 @@ def optimize(
     mismatch = torch.where(b["mask"] > 0, (old - b["behav_logp"]).abs(), 0.0)
     stats["logprob_mismatch"] = float(mismatch.sum() / total_tokens)
     return stats
-
-
-# ---------------------------------------------------------------------------------------------
-# checkpoints
-# ---------------------------------------------------------------------------------------------
-def save_checkpoint(
-    folder: Path, policy: Any, tokenizer: Any, optimizer: Any, step: int, cfg: TrainConfig
-) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    policy.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    torch.save(optimizer.state_dict(), folder / "optimizer.pt")
-    (folder / "trainer_state.json").write_text(json.dumps({"step": step, "config": cfg.to_dict()}, indent=2))
-    return folder
-
-
-def load_resume_state(folder: Path, optimizer: Any) -> int:
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-    return int(json.loads((folder / "trainer_state.json").read_text())["step"])
 
 
 # ---------------------------------------------------------------------------------------------
