@@ -41,7 +41,12 @@ class Sandbox(Protocol):
         mode: ExecMode = "session",
         max_output_bytes: int = 65536,
         keep_alive: bool = False,
-    ) -> ExecResult: ...
+    ) -> ExecResult:
+        """Run `command` as the sandbox's user. `session`: in the persistent shell (cwd, variables and
+        functions persist); `oneshot`: a fresh bash with a clean environment (fixed PATH, HOME, LANG
+        plus the sandbox's env), the workspace as cwd and no descriptor but its own pipes. Every
+        process the command leaves running is killed when it ends, unless `keep_alive`."""
+        ...
 
     def run_code(
         self,
