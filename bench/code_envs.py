@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 import agentrl  # noqa: F401  (registers the envs)
+from agentrl.code_envs.bash_env import BashEnv
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 
@@ -57,7 +58,7 @@ def resets(env: gym.Env, n: int, pause_s: float, family: str = FAMILY) -> np.nda
 
 
 def tool_calls(env: gym.Env, action: str, n: int) -> np.ndarray:
-    env.reset(options={"family": FAMILY if "Bash" in str(env.spec.id) else "implement"})
+    env.reset(seed=0, options={"family": FAMILY if "Bash" in str(env.spec.id) else "implement"})
     env.step(action)  # warm-up
     return timed(lambda: env.step(action), n)
 
@@ -104,7 +105,10 @@ def main() -> None:
             ("reset Bash-v0 git task, warm pool", resets(warm, n_reset, pause, "git_ops"), "in-process")
         )
         bash_local = tool_calls(warm, call("execute_bash", command="echo hi"), n_call)
-        read_local = tool_calls(warm, call("read_file", path="logs/app.log"), n_call)
+        log = next(
+            p for p in BashEnv.make_task("log_errors", "train", 0).workspace if not p.endswith(".1.log")
+        )
+        read_local = tool_calls(warm, call("read_file", path=log), n_call)
         cold.close()
         code = make("agentrl/Code-v0", pool_size=4)
         python_local = tool_calls(code, call("run_python", code="x = 1 + 1"), max(10, n_call // 4))
@@ -120,7 +124,7 @@ def main() -> None:
     rows += [
         ("execute_bash 'echo hi' (baseline)", bash_local, "in-process"),
         ("execute_bash 'echo hi'", bash_remote, "HTTP"),
-        ("read_file (40 KB log)", read_local, "in-process"),
+        ("read_file (20 KB log)", read_local, "in-process"),
         ("run_python cell (Code-v0)", python_local, "in-process"),
         ("finish -> verdict, Bash-v0 log_errors", finish_bash, "in-process"),
         ("finish -> verdict, Code-v0 module_suite", finish_code, "in-process"),

@@ -84,7 +84,7 @@ import json, socket, sys
 request = sys.stdin.buffer.read()
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
-    s.connect(sys.argv[1])
+    s.connect(SOCKET)
 except OSError:
     sys.exit(NOT_RUNNING)
 s.sendall(request)
@@ -99,7 +99,7 @@ reply = json.loads(data)
 sys.stdout.write(reply["stdout"])
 sys.stderr.write(reply["stderr"])
 sys.exit(0 if reply["ok"] else 1)
-""".replace("NOT_RUNNING", str(NOT_RUNNING))
+""".replace("NOT_RUNNING", str(NOT_RUNNING)).replace("SOCKET", repr(SOCKET))
 
 
 def start(sandbox: Sandbox) -> None:
@@ -122,16 +122,10 @@ def run_cell(
     sandbox: Sandbox, code: str, history: list[str], *, timeout_s: float, max_output_bytes: int
 ) -> ExecResult:
     """Run one cell; the interpreter is (re)started first when it is not running."""
-    q = shlex.quote
     request = json.dumps({"history": history, "code": code})
     for attempt in range(2):
-        out = sandbox.exec(
-            f"python3 -c {q(CLIENT)} {q(SOCKET)}",
-            stdin=request,
-            timeout_s=timeout_s,
-            mode="oneshot",
-            max_output_bytes=max_output_bytes,
-        )
+        # run_code forks the sandbox's already started Python: no interpreter start-up per cell
+        out = sandbox.run_code(CLIENT, stdin=request, timeout_s=timeout_s, max_output_bytes=max_output_bytes)
         if out.exit_code != NOT_RUNNING or attempt:
             return out
         start(sandbox)

@@ -1,7 +1,7 @@
 """Fixtures of the Bash-v0 / Code-v0 tests: the real Docker engine and the real sandbox image.
 
 Envs are shared per module: `reset` hands the previous episode's container back and takes a warm
-one from the pool, which is what keeps 140+ reference runs fast.
+one from the pool; the slow tests also run episodes on threads (see `code_envs_helpers.run_episodes`).
 """
 
 from __future__ import annotations
