@@ -2,10 +2,11 @@
 
 An HTTP request per step pays for a request head, routing and a response head on both sides, which
 costs more than a light env's step. Here a connection stays open and each message carries a frame
-of steps. The async channel coalesces: every step its coroutines ask for while a loop iteration
-runs leaves in one frame, and while `max_frames` frames are in flight, new steps wait and leave
-together with the next, so 512 concurrent episodes cost the server a few messages per round
-instead of 512 requests. The sync channel keeps one connection per thread using it at once.
+of steps. The async channel coalesces: the steps its coroutines ask for while a loop iteration
+runs leave together, split over at most `max_frames` frames in flight (so that the server steps
+one while the next travels), and while that many are in flight, new steps wait and leave with
+the next, so 512 concurrent episodes cost the server a few messages per round instead of 512
+requests. The sync channel keeps one connection per thread using it at once.
 
 The WebSocket itself is websockets' sans-I/O `ClientProtocol`, driven by a plain socket (sync) or
 an asyncio protocol (async): no reader thread or task, no queue between the socket and the caller.
@@ -35,6 +36,7 @@ from websockets.uri import parse_uri
 from agentrl.server.wire import MAX_BATCH, MUX_PATH, dumps, loads
 
 _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+MIN_FRAME = 8
 
 
 @dataclass(frozen=True)
@@ -285,7 +287,11 @@ class AsyncSteps:
                 self._opening = asyncio.get_running_loop().create_task(self._open())
             return
         while self._pending and len(self._in_flight) < self.max_frames:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            # split what is pending over the free frames, so that the server steps one frame while
+            # the client sends the next (frames of at least MIN_FRAME steps: each costs a message)
+            free = self.max_frames - len(self._in_flight)
+            size = min(MAX_BATCH, max(MIN_FRAME, -(-len(self._pending) // free)))
+            batch, self._pending = self._pending[:size], self._pending[size:]
             frame_id = next(self._ids)
             timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, frame_id)
             self._in_flight[frame_id] = ([future for _, future in batch], timer)
