@@ -9,7 +9,8 @@ a first world build) still go one per thread and run side by side.
 How many packs of a kind run at once follows how much of their time is CPU: calls that wait
 (on a container, a socket) get every thread, while CPU-bound ones run one pack at a time, since
 the GIL runs one anyway and more threads only trade it back and forth, starving the event loop;
-in between, about 1 / (CPU share) packs keep one core busy.
+calls that mostly wait (under `MOSTLY_WAITING` of their time on a CPU) run about 1 / (CPU share)
+packs at once, enough to keep one core busy.
 The CPU share is sampled only from packs that ran alone: a thread waiting for the GIL burns no
 CPU time, so under contention CPU-bound work would look like waiting and get ever more threads.
 A kind running on every thread gets a pack alone every `RESAMPLE_EVERY` packs (the others wait for
@@ -41,6 +42,7 @@ from typing import Any
 _Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future]
 _Outcome = tuple[asyncio.Future, Any, BaseException | None]
 MIN_SAMPLES = 3
+MOSTLY_WAITING = 0.25  # CPU share under which calls of a kind get more than one thread
 RESAMPLE_EVERY = 64
 
 
@@ -80,12 +82,13 @@ class PackedExecutor:
         return max(1, min(self.max_pack, int(self.target_s / max(cost, 1e-7))))
 
     def concurrency(self, kind: str) -> int:
-        """Packs of `kind` to run at once: about 1 / its CPU share, enough to keep one core busy
-        (all threads for calls that only wait, one for calls that only compute; more would only
-        trade the GIL back and forth). One until a few samples say (one odd first call must not
-        hand a CPU-bound kind every thread)."""
+        """Packs of `kind` to run at once: one for calls that mostly compute (more would only trade
+        the GIL back and forth, and a GIL passed between many threads on a busy core costs more CPU
+        than the calls), else about 1 / their CPU share, enough to keep one core busy (every
+        thread for calls that only wait). One until a few samples say (one odd first call must
+        not hand a CPU-bound kind every thread)."""
         share = self.cpu_share.get(kind)
-        if share is None or self._samples.get(kind, 0) < MIN_SAMPLES:
+        if share is None or share >= MOSTLY_WAITING or self._samples.get(kind, 0) < MIN_SAMPLES:
             return 1
         return max(1, min(self.workers, round(1 / max(share, 1 / self.workers))))
 
