@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import math
 import os
+import statistics
 import threading
 import time
 from collections import deque
@@ -42,6 +43,7 @@ from typing import Any
 _Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future]
 _Outcome = tuple[asyncio.Future, Any, BaseException | None]
 MIN_SAMPLES = 3
+COST_WINDOW = 9  # packs whose median is a kind's cost
 MOSTLY_WAITING = 0.25  # CPU share under which calls of a kind get more than one thread
 RESAMPLE_EVERY = 64
 
@@ -54,7 +56,10 @@ class PackedExecutor:
         self.target_s = target_s
         self.max_pack = max_pack
         self.inline_below_s = inline_below_s
-        self.cost: dict[str, float] = {}  # moving average of seconds per call, by kind
+        # seconds per call, by kind: the median of the last few packs, so that one pack that the
+        # machine held up (preempted, paging) does not send a light kind off the loop for long
+        self.cost: dict[str, float] = {}
+        self._recent: dict[str, deque[float]] = {}
         self.cpu_share: dict[str, float] = {}  # moving average of CPU time / wall time, by kind
         self._pending: dict[str, list[_Call]] = {}
         self._waiting: dict[str, deque[list[_Call]]] = {}
@@ -158,7 +163,9 @@ class PackedExecutor:
                  outcomes: list[_Outcome], per_call: float, cpu_share: float) -> None:
         self._running[kind] -= 1
         self._busy -= 1
-        self.cost[kind] = _average(self.cost.get(kind), per_call)
+        recent = self._recent.setdefault(kind, deque(maxlen=COST_WINDOW))
+        recent.append(per_call)
+        self.cost[kind] = statistics.median(recent)
         if launch is not None and launch == self._launches:  # it ran alone: its CPU share is its own
             self.cpu_share[kind] = _average(self.cpu_share.get(kind), cpu_share)
             self._samples[kind] = self._samples.get(kind, 0) + 1
