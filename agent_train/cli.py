@@ -27,6 +27,7 @@ _HELP = {
     "eval_split": "split= for held-out evaluation episodes ('' for none)",
     "max_idle_steps": "stop after this many steps in a row with nothing to train on (0: never)",
     "max_excluded_frac": "stop when a larger fraction of a step's episodes fail or drift",
+    "shuffle_rewards": "negative control: permute each step's rewards across its episodes (seeded)",
     "data": "JSONL of oracle episodes (e.g. from `agentrl demo --sft`)",
 }
 

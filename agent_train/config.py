@@ -53,6 +53,7 @@ class TrainConfig:
     eval_seed_offset: int = 1_000_000  # eval seeds; never training seeds, whatever the splits
     train_split: str = "train"  # passed as split= to envs that take one ("" passes none)
     eval_split: str = "test"  # the held-out side; its task ids must never show up in training
+    shuffle_rewards: bool = False  # negative control: permute each step's rewards across its episodes
     # failures
     max_idle_steps: int = 5  # stop after this many steps in a row with no trainable sample (0: never)
     max_excluded_frac: float = 0.5  # stop when more of a step's (or an eval's) episodes are excluded

@@ -402,6 +402,11 @@ def train(
             row.update(guard.check_episodes(f"step {step}", flat))
             ledger.add_train(flat)
             rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
+            if cfg.shuffle_rewards:  # a placebo run: no link left between what was said and its reward
+                order = torch.randperm(
+                    rewards.numel(), generator=torch.Generator().manual_seed(step + cfg.seed)
+                )
+                rewards = rewards.flatten()[order].view_as(rewards)
             valid = torch.tensor([[e.excluded is None for e in g] for g in groups])
             adv, keep = group_advantages(rewards, cfg.advantage, zero_variance=cfg.zero_variance, valid=valid)
             chosen, chosen_adv, stale = select_samples(groups, adv, keep, step, cfg.max_staleness)

@@ -39,6 +39,6 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
     args = [sys.executable, str(ROOT / "bench" / bench), "--quick"]
     if bench == "two_stage.py":
         args += ["--out", str(tmp_path / "two_stage"), "--threads", "1"]
-    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, f"{bench} --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert done.stdout.strip(), f"{bench} --quick printed nothing"

@@ -2,7 +2,7 @@
 
 Runs are reproducible from their config (seeded init, env seeds and per-request sampling seeds),
 so the numbers below are those of one fixed run; the same criterion rejects the negative control,
-the same run with rewards shuffled across tasks.
+the same run with each step's rewards permuted across its episodes.
 """
 
 from __future__ import annotations
@@ -70,20 +70,20 @@ def test_held_out_success_rises_significantly(tmp_path, toy_model, toy_tokenizer
 
 
 def test_the_negative_control_does_not_improve(tmp_path, toy_tokenizer):
-    """The same run with rewards shuffled across tasks (each cue rewarded for the next cue's colour)
-    must not raise held-out success: the gain above comes from the reward, not from anything else
-    the trainer sees. This control can fail: a trainer that learned from, say, the env's answer
-    in `info` or a leaked label would improve here too."""
+    """The same run with each step's rewards permuted across its episodes (`shuffle_rewards`) must
+    not raise held-out success: the gain above comes from the reward, not from anything else the
+    trainer sees. This control can fail: a trainer that learned from, say, the env's answer in
+    `info`, or that favoured whatever it sampled, would improve here too."""
     from agentrl.agent_train.models import build_tiny_model
 
-    cfg = toy_config(tmp_path, group_size=16, env_kwargs={"reward": "shuffled"})
+    cfg = toy_config(tmp_path, group_size=16, shuffle_rewards=True)
     policy = build_tiny_model(toy_tokenizer, hidden=64, layers=2, seed=0)
     result = train(cfg, policy=policy, tokenizer=toy_tokenizer)
     before, after = result["eval_before"]["eval_success"], result["eval_after"]["eval_success"]
-    assert not rose_significantly(before, after, cfg.eval_seeds * cfg.eval_k)[0], (before, after)
-    # and it did learn something: the shuffled target, which success does not count
-    rewards = [r["reward_mean"] for r in result["metrics"] if "reward_mean" in r]
-    assert sum(rewards[-10:]) > sum(rewards[:10])
+    rose, z = rose_significantly(before, after, cfg.eval_seeds * cfg.eval_k)
+    assert not rose and z < 3.0, f"success {before:.3f} -> {after:.3f} (z={z:.2f})"
+    # the weights did move: the run trained, on rewards that carry no information
+    assert any(r.get("trained_samples", 0) > 0 for r in result["metrics"])
 
 
 def test_same_seed_same_run(tmp_path, toy_tokenizer):

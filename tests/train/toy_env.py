@@ -3,10 +3,6 @@
 It exists to prove that the trainer learns: the prompt names a thing, the reward asks for its
 colour among four options; a wrong first answer gets one retry at half reward. The tests register
 it (importing this module) under an id of their own; agentrl's code knows nothing of it.
-
-`reward="shuffled"` is the negative control: the reward asks for the colour of the *next* cue
-(rewards shuffled across tasks), while `info["success"]` still says whether the answer was right.
-A trainer that learns from the reward alone cannot raise held-out success with it.
 """
 
 from __future__ import annotations
@@ -42,11 +38,8 @@ class AnyText(gym.spaces.Text):
 class PickWordEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": [], "render_fps": 4}
 
-    def __init__(self, max_turns: int = 2, reward: str = "answer") -> None:
-        if reward not in ("answer", "shuffled"):
-            raise ValueError("reward must be 'answer' or 'shuffled'")
+    def __init__(self, max_turns: int = 2) -> None:
         self.max_turns = max_turns
-        self.shift = 1 if reward == "shuffled" else 0
         self.observation_space = AnyText(max_length=256)
         self.action_space = AnyText(max_length=4096)
         self._cue = "fire"
@@ -64,10 +57,8 @@ class PickWordEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._turn += 1
         said = {w for w in re.findall(r"[a-z]+", action.lower()) if w in OPTIONS}
-        cues = list(CUES)
-        rewarded = CUES[cues[(cues.index(self._cue) + self.shift) % len(cues)]]
         info = {"success": said == {CUES[self._cue]}}
-        if said == {rewarded}:
+        if info["success"]:
             reward = 1.0 if self._turn == 1 else 0.5
             return "Correct.", reward, True, False, info
         if self._turn >= self.max_turns:
