@@ -2,7 +2,7 @@
 synthetic corpora of 10k and 100k passages, each served by `agentrl retrieve serve` on 127.0.0.1.
 
     .venv/bin/python bench/retrieval.py            # 10k and 100k passages (dense 100k: long encode)
-    .venv/bin/python bench/retrieval.py --quick    # 2k and 10k passages, fewer queries
+    .venv/bin/python bench/retrieval.py --quick    # 1k passages, 40 queries: checks the bench still runs
 
 Per backend and size: index build time, single-query latency over HTTP (median, p99; one query
 per request, sequential, as one Search-v0 env sees it), batched throughput over HTTP (concurrent
@@ -226,8 +226,8 @@ def main() -> None:
     parser.add_argument("--recall-max-tokens", type=int, default=128)
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sizes = args.sizes or ([2_000, 10_000] if args.quick else [10_000, 100_000])
-    n_queries = 100 if args.quick else 300
+    sizes = args.sizes or ([1_000] if args.quick else [10_000, 100_000])
+    n_queries = 40 if args.quick else 300
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     for size in sizes:
