@@ -67,7 +67,7 @@ def measure(days: int, episodes: int, worlds: int, baseline_reps: int) -> dict[s
         world = generate_world("train", 20_000 + s, days)
         generate.append(time.perf_counter() - t)
         load.append(timed(lambda world=world: build_template(world).serialize()))
-    engine, world = new_engine(), WORLDS.get("train", seeds[0], days)
+    engine, world = new_engine(), generate_world("train", seeds[0], days)
     baseline = [timed(lambda: build_row_by_row(world, engine)) for _ in range(baseline_reps)]
     env.close()
     return {

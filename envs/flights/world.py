@@ -461,6 +461,7 @@ class WorldCache:
                 return world
         world = generate_world(split, index, days, variant)
         template = build_template(world)
+        world.occupied_rows = []  # in the template now; the largest part of a cached world's memory
         if hasattr(template, "serialize"):
             world.image = template.serialize()
             template.close()
