@@ -16,6 +16,7 @@ from agentrl.code_envs import repl
 from agentrl.code_envs.sandbox import SandboxCrashed
 from agentrl.core import ToolError, tool
 from agentrl.sandbox_server import SandboxError
+from agentrl.sandbox_server.models import WORKDIR
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import ExecResult, Sandbox
@@ -26,11 +27,11 @@ class BashArgs(BaseModel):
 
 
 class ReadFileArgs(BaseModel):
-    path: str = Field(description="File path, relative to the workspace directory or absolute.")
+    path: str = Field(description="File path, relative to the workspace (/workspace/... also works).")
 
 
 class WriteFileArgs(BaseModel):
-    path: str = Field(description="File path, relative to the workspace directory or absolute.")
+    path: str = Field(description="File path, relative to the workspace (/workspace/... also works).")
     content: str = Field(description="The whole new content of the file.")
 
 
@@ -96,10 +97,14 @@ class _UsesSandbox:
         return SandboxCrashed(f"{type(exc).__name__}: {exc}")
 
     def _path(self, path: str) -> str:
-        # The sandbox resolves relative paths against its workspace directory.
+        # The sandbox takes paths relative to its workspace only; the prompt names the workspace, so
+        # a model that writes /workspace/x means x. Any other absolute path is the sandbox's refusal.
         if not path.strip():
             raise ToolError("path is empty")
-        return posixpath.normpath(path)
+        path = posixpath.normpath(path)
+        if path == WORKDIR or path.startswith(WORKDIR + "/"):
+            return posixpath.relpath(path, WORKDIR)
+        return path
 
 
 class ExecuteBashTool(_UsesSandbox):

@@ -42,6 +42,14 @@ def test_shell_keeps_state_and_files_round_trip(bash_env):
     assert outputs[4].endswith("2")
 
 
+def test_paths_under_the_workspace_may_be_written_absolute(bash_env):
+    bash_env.reset(seed=3, options={"family": "count_files"})
+    written = content(bash_env.step(call("write_file", path="/workspace/abs/note.txt", content="hi\n"))[0])
+    assert written == "wrote 3 bytes to /workspace/abs/note.txt"
+    assert content(bash_env.step(call("read_file", path="abs/note.txt"))[0]) == "hi\n"
+    assert content(bash_env.step(call("read_file", path="/workspace/abs/note.txt"))[0]) == "hi\n"
+
+
 def test_bad_paths_and_commands_are_tool_errors_not_crashes(bash_env):
     bash_env.reset(seed=0, options={"family": "count_files"})
     obs, _, terminated, _, info = bash_env.step(call("read_file", path="missing.txt"))
