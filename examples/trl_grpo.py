@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+import torch
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
@@ -36,6 +37,8 @@ def main() -> None:
         output_dir=args.out, max_steps=args.steps, num_generations=args.group_size,
         per_device_train_batch_size=args.group_size, max_completion_length=4096,
         max_tool_calling_iterations=30, learning_rate=1e-6, logging_steps=1, report_to="none",
+        # TRL defaults to bf16 on a GPU; on a machine without one it must be told to use the CPU
+        use_cpu=not torch.cuda.is_available(), bf16=torch.cuda.is_available(),
     )
     trainer = GRPOTrainer(
         model=args.model, args=config,
