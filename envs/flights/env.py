@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.flights import models as m
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
-from agentrl.flights.queries import WorldQueries
+from agentrl.flights.queries import PASSENGER, PASSENGER_PNRS, PAYMENT_METHODS, WorldQueries
 from agentrl.flights.schemas import (
     BookArgs,
     BookingArgs,
@@ -286,13 +286,13 @@ class FlightsEnv(WorldQueries, ToolEnv):
     @tool("A passenger's profile: payment methods with balances, and bookings.")
     def get_passenger(self, args: PassengerArgs) -> dict[str, Any]:
         self._service()
-        passenger = self.session.get(m.Passenger, args.passenger_id)
+        # statements built once, plain rows: most of this tool's cost was building and loading ORM objects
+        conn = self.session.connection()
+        passenger = conn.execute(PASSENGER, {"passenger_id": args.passenger_id}).first()
         if passenger is None:
             raise ToolError(f"no passenger {args.passenger_id!r}")
-        methods = self.session.scalars(
-            select(m.PaymentMethod).where(m.PaymentMethod.passenger_id == passenger.id)
-        )
-        pnrs = self.session.scalars(select(m.Booking.pnr).where(m.Booking.passenger_id == passenger.id))
+        methods = conn.execute(PAYMENT_METHODS, {"passenger_id": passenger.id})
+        pnrs = conn.scalars(PASSENGER_PNRS, {"passenger_id": passenger.id})
         if not self.task.request["pnr"] and passenger.id == self.task.request["passengers"][0]:
             self._mark("looked_up_customer")
         return {

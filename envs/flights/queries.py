@@ -26,6 +26,13 @@ _SOLD = (
     .where(m.OccupiedSeat.flight_id.in_(bindparam("ids", expanding=True)))
     .group_by(m.OccupiedSeat.flight_id, m.OccupiedSeat.cabin)
 )
+PASSENGER = select(m.Passenger.id, m.Passenger.name, m.Passenger.email).where(
+    m.Passenger.id == bindparam("passenger_id")
+)
+PAYMENT_METHODS = select(m.PaymentMethod.id, m.PaymentMethod.kind, m.PaymentMethod.balance).where(
+    m.PaymentMethod.passenger_id == bindparam("passenger_id")
+)
+PASSENGER_PNRS = select(m.Booking.pnr).where(m.Booking.passenger_id == bindparam("passenger_id"))
 
 
 class WorldQueries:
