@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
@@ -29,6 +30,7 @@ from agentrl.server.wire import (
     MUX_PATH,
     EnvSpec,
     EpisodeCreated,
+    EpisodeForked,
     EpisodeStatus,
     ErrorCode,
     dumps,
@@ -177,6 +179,16 @@ class _Wire:
         return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/render", lambda d: d["text"])
 
     @staticmethod
+    def fork(episode_id: str, n: int) -> Call[list[EpisodeForked]]:
+        return Call("POST", f"{API_PREFIX}/episodes/{episode_id}/fork",
+                    lambda d: [EpisodeForked.model_validate(e) for e in d["episodes"]],
+                    {"n": n, "request_id": _new_id()})
+
+    @staticmethod
+    def trajectory(episode_id: str) -> Call[dict[str, Any]]:
+        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/trajectory", dict)
+
+    @staticmethod
     def close(episode_id: str) -> Call[bool]:
         return Call("DELETE", f"{API_PREFIX}/episodes/{episode_id}", lambda d: bool(d["closed"]))
 
@@ -299,6 +311,15 @@ class _Api(Generic[T]):
     def close_episode(self, episode_id: str):  # type: ignore[no-untyped-def]
         return self._run(_Wire.close(episode_id))
 
+    def fork_episode(self, episode_id: str, n: int = 1):  # type: ignore[no-untyped-def]
+        """n new episodes in this one's state, continuing exactly as it would; a list of
+        `EpisodeForked` (each with the latest observation and info). All are made, or none."""
+        return self._run(_Wire.fork(episode_id, n))
+
+    def trajectory(self, episode_id: str):  # type: ignore[no-untyped-def]
+        """The episode's trajectory record (`agentrl.trajectory/1`), its forks as children."""
+        return self._run(_Wire.trajectory(episode_id))
+
 
 class EnvClient(_Api):
     """Synchronous client: HTTP over one pooled `httpx.Client`, steps over a WebSocket per thread.
@@ -410,6 +431,7 @@ class RemoteEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self._owns_client = client is None
         self.client = client or EnvClient(base_url, token=token, timeout=timeout)
+        self._base_url, self._token, self._timeout = base_url, token, timeout
         self.env_kwargs = dict(env_kwargs, **({"render_mode": render_mode} if render_mode else {}))
         spec = self.client.env_spec(env_id)
         if not spec.available or spec.action_space is None or spec.observation_space is None:
@@ -438,6 +460,21 @@ class RemoteEnv(gym.Env[str, str]):
         if self.episode_id is None:
             raise EpisodeOverError(409, ErrorCode.EPISODE_OVER, "call reset() before step()")
         return self.client.step(self.episode_id, action).as_tuple()
+
+    def fork(self, n: int = 1) -> list[RemoteEnv]:
+        """n envs in this one's state, each owning its own server-side episode (a fork); they use
+        this env's client, or a client of their own where this env owns its client."""
+        if self.episode_id is None:
+            raise EpisodeOverError(409, ErrorCode.EPISODE_OVER, "call reset() before fork()")
+        return [self._child(made.episode_id) for made in self.client.fork_episode(self.episode_id, n)]
+
+    def _child(self, episode_id: str) -> RemoteEnv:
+        child = copy.copy(self)
+        child._np_random = None  # its own generator, as a fresh env has
+        if self._owns_client:
+            child.client = EnvClient(self._base_url, token=self._token, timeout=self._timeout)
+        child.episode_id = episode_id
+        return child
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self.episode_id is None:

@@ -30,6 +30,7 @@ from agentrl.registration import load_env_class
 from agentrl.server import mux, openenv_ws
 from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import ApiError, EpisodeRegistry
+from agentrl.server.forks import fork_router
 from agentrl.server.metrics import Metrics
 from agentrl.server.ui import mount_ui
 from agentrl.server.watch import watch_router
@@ -366,6 +367,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
                 "default_env": config.default_env_id}
 
     app.include_router(watch_router(registry))  # read-only: the episode list and transcripts
+    app.include_router(fork_router(registry))  # fork an episode, read its trajectory record
     app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, metrics=metrics)
     app.add_middleware(GuardMiddleware, token=config.resolved_token(),
                        max_body_bytes=config.max_body_bytes, metrics=metrics)

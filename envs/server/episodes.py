@@ -17,7 +17,7 @@ import math
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,6 +167,33 @@ class EpisodeRegistry:
                            f"no live episode {episode_id!r} (never created, closed, or expired)")
         return ep
 
+    def check_capacity(self, n: int) -> None:
+        """Refuse (429) when `n` more episodes would take the server past its maximum."""
+        if self.live + self._starting + n > self.config.max_episodes:
+            retry = max(1, math.ceil(self.config.reap_interval_s))
+            raise ApiError(429, ErrorCode.CAPACITY,
+                           f"capacity reached: {self.config.max_episodes} live episodes; close some or retry",
+                           headers={"Retry-After": str(retry)})
+
+    @contextlib.contextmanager
+    def reserve(self, n: int) -> Iterator[None]:
+        """Hold room for `n` episodes while they are being built, so that no other create takes it."""
+        self.check_capacity(n)
+        self._starting += n
+        try:
+            yield
+        finally:
+            self._starting -= n
+
+    def new_id(self) -> str:
+        return self._prefix + uuid.uuid4().hex
+
+    def admit(self, ep: Episode) -> None:
+        """Make a built episode live."""
+        self.episodes[ep.episode_id] = ep
+        self.metrics.episodes_created.labels(ep.env_id).inc()
+        self.metrics.live_episodes.set(self.live)
+
     def _env_kwargs(self, env_id: str, requested: dict[str, Any]) -> dict[str, Any]:
         """The operator's constructor arguments for `env_id`, with the client's on top.
 
@@ -197,11 +224,7 @@ class EpisodeRegistry:
             if earlier is not None:
                 return await asyncio.shield(earlier)
         env_kwargs = self._env_kwargs(env_id, env_kwargs or {})
-        if self.live + self._starting >= self.config.max_episodes:
-            retry = max(1, math.ceil(self.config.reap_interval_s))
-            raise ApiError(429, ErrorCode.CAPACITY,
-                           f"capacity reached: {self.config.max_episodes} live episodes; close some or retry",
-                           headers={"Retry-After": str(retry)})
+        self.check_capacity(1)
         future: asyncio.Future | None = None
         if request_id is not None:
             future = asyncio.get_running_loop().create_future()
@@ -215,11 +238,9 @@ class EpisodeRegistry:
             except Exception as exc:
                 raise ApiError(400, ErrorCode.ENV_REJECTED,
                                f"{env_id} could not start: {type(exc).__name__}: {exc}") from exc
-            ep = Episode(self._prefix + uuid.uuid4().hex, env_id, env, seed)
+            ep = Episode(self.new_id(), env_id, env, seed)
             ep.transcript.begin(first)
-            self.episodes[ep.episode_id] = ep
-            self.metrics.episodes_created.labels(env_id).inc()
-            self.metrics.live_episodes.set(self.live)
+            self.admit(ep)
             result = (ep, {"episode_id": ep.episode_id, "env_id": env_id, **first})
         except ApiError as exc:
             if future is not None:

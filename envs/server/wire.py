@@ -25,6 +25,7 @@ API_PREFIX = "/v1"
 MUX_PATH = f"{API_PREFIX}/ws"
 MAX_REQUEST_ID_CHARS = 128
 MAX_BATCH = 1024
+MAX_FORKS = 64  # forks one request may ask for; capacity still bounds them all
 SEED_MAX = 2**63 - 1
 
 
@@ -93,6 +94,59 @@ class EpisodeCreated(BaseModel):
     env_id: str
     observation: str
     info: dict[str, Any]
+
+
+class ForkEpisode(_Model):
+    n: int = Field(1, ge=1, le=MAX_FORKS, description="How many forks: all are made, or none.")
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
+                                   description="A retried fork with the same id returns the same forks.")
+
+
+class EpisodeForked(EpisodeCreated):
+    """A fork: a new episode in its parent's state, whose `observation` and `info` are the parent's
+    latest (what the next action answers)."""
+
+    parent_id: str
+    turns: int = Field(description="Steps taken so far: the parent's when it was forked.")
+
+
+class Forked(BaseModel):
+    episodes: list[EpisodeForked]
+
+
+class TrajectoryCall(BaseModel):
+    name: str | None
+    arguments: dict[str, Any] | None
+    ok: bool
+    result: str
+
+
+class TrajectoryStep(BaseModel):
+    action: str
+    calls: list[TrajectoryCall]
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    state_change: dict[str, Any] | None = Field(description="What the step changed in the world, if it says.")
+
+
+class TrajectoryFork(BaseModel):
+    at_step: int = Field(description="Steps the parent had taken when it was forked.")
+    trajectory: TrajectoryRecord = Field(description="The fork's record: its steps after `at_step`.")
+
+
+class TrajectoryRecord(BaseModel):
+    """An episode as a tree: its steps, with each fork's record as a child (`agentrl.trajectory/1`)."""
+
+    format: Literal["agentrl.trajectory/1"]
+    env_id: str | None
+    task_id: str | None
+    seed: int | None
+    observation: str = Field(description="The first observation.")
+    tools: list[dict[str, Any]]
+    steps: list[TrajectoryStep]
+    forks: list[TrajectoryFork]
 
 
 class StepAction(_Model):
