@@ -10,8 +10,10 @@ to empty the bounding set), non-dumpable; every command runs as the unprivileged
 pipes and no other descriptor. Code in the sandbox therefore cannot signal, trace, read the memory
 of, or open the descriptors of the agent. Python scripts start in a fork of a pristine "zygote"
 forked before any request, so they skip interpreter start-up without inheriting what the agent has
-seen. A reader thread takes frames off stdin while commands run: end of input (the host died) ends
-the agent at once, and so does a host that has been silent for longer than the watchdog.
+seen; the zygote forks each script's process ahead of its request (a root "spare"), so a call does
+not wait on a fork either. A reader thread takes frames off stdin while commands run: end of input
+(the host died) ends the agent at once, and so does a host that has been silent for longer than
+the watchdog.
 
 After each command every process of the user it left behind is killed, unless the command asked to
 keep them (`keep_alive`); `reset` kills every process of the user.

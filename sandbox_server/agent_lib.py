@@ -228,30 +228,63 @@ class Zygote:
 
 
 def serve_zygote(sock):
+    """The zygote's loop: each script goes to a spare forked ahead of time, so no call waits on a
+    fork; the next spare is forked while the script runs, before its status is sent (an idle
+    agent always has one)."""
     site.main()  # once here, not in every script: site-packages are on the path of every fork
+    spare = Spare()
     while True:
         msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
         if not msg:
             return
-        request = json.loads(msg)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setsid()
-                stdin_fd = os.open(request["stdin"], os.O_RDONLY)
-                for fd, target in ((stdin_fd, 0), (fds[0], 1), (fds[1], 2)):
-                    os.dup2(fd, target)
-                os.closerange(3, 65536)
-                become_user()
-                LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-                run_script(request["script"], request["env"])
-            finally:
-                os._exit(70)
-        for fd in fds:
-            os.close(fd)
-        sock.sendall(b"%d" % pid)
+        pid = spare.start(msg, fds, lambda pid: sock.sendall(b"%d" % pid))
+        spare = Spare()
         _, status = os.waitpid(pid, 0)
         sock.sendall(b"%d" % os.waitstatus_to_exitcode(status))
+
+
+class Spare:
+    """A child of the zygote, forked before its request: it waits as root (out of the user's reach),
+    and becomes the user only once its script and descriptors arrive."""
+
+    def __init__(self):
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                self.sock.close()
+                os.setsid()
+                msg, fds, _, _ = socket.recv_fds(child, 1 << 20, 2)
+                if msg:  # else the zygote is gone
+                    run_child(json.loads(msg), fds)
+            finally:
+                os._exit(70)
+        child.close()
+
+    def start(self, msg, fds, announce):
+        """Hand a request to this spare (or, if it died, to a fresh one), after `announce(pid)`: the
+        agent knows the pid before the script can run. Returns the pid."""
+        if os.waitpid(self.pid, os.WNOHANG)[0]:  # it died waiting (killed by the OOM killer)
+            self.sock.close()
+            fresh = Spare()
+            self.sock, self.pid = fresh.sock, fresh.pid
+        announce(self.pid)
+        socket.send_fds(self.sock, [msg], fds)
+        for fd in fds:
+            os.close(fd)
+        self.sock.close()
+        return self.pid
+
+
+def run_child(request, fds):
+    """In a spare: take the script's stdin and output pipes, drop every other descriptor and root."""
+    stdin_fd = os.open(request["stdin"], os.O_RDONLY)
+    for fd, target in ((stdin_fd, 0), (fds[0], 1), (fds[1], 2)):
+        os.dup2(fd, target)
+    os.closerange(3, 65536)
+    become_user()
+    LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    run_script(request["script"], request["env"])
 
 
 def kill_everything():

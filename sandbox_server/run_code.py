@@ -6,6 +6,8 @@ the user killed with kill(-1) as that user, /workspace, /tmp, /dev/shm, /dev/mqu
 emptied, the agent's own files gone) and checks that nothing is left; a runner whose wipe fails,
 or that served `max_uses` calls, is dropped. Code in one call cannot reach the agent (another uid),
 so nothing of one caller reaches the next. A call with its own memory limit gets its own sandbox.
+Calls wait on no wipe: the runner is wiped after the answer has gone out, and at least two runners
+are kept, so the next caller takes the other, already clean one.
 """
 
 from __future__ import annotations
@@ -40,30 +42,56 @@ def b64decode(data: str, what: str) -> bytes:
 
 
 class RunCodeService:
+    """Runners for `/run_code`. At least `min_runners` are kept once used, so that a caller finds a
+    clean one while the previous caller's is being wiped (the wipe is then off every caller's path)."""
+
     def __init__(
-        self, backend: Backend, *, max_uses: int = 1000, max_idle: int = 16, metrics: Metrics | None = None
+        self,
+        backend: Backend,
+        *,
+        max_uses: int = 1000,
+        max_idle: int = 16,
+        min_runners: int = 2,
+        metrics: Metrics | None = None,
     ):
         self.backend = backend
         self.max_uses = max_uses
         self.max_idle = max_idle
+        self.min_runners = min_runners
         self.metrics = metrics
         self._idle: deque[tuple[AgentSandbox, int]] = deque()
         self._lock = threading.Condition()
         self._wiping = 0
+        self._runners = 0  # runners in use, being wiped or idle
 
     def _take(self) -> tuple[AgentSandbox, int]:
-        """An idle runner; if none but one is being wiped, wait for it a little (a wipe takes a few
-        milliseconds, a container start may take a second); else a new sandbox."""
+        """An idle runner; if none, a new sandbox while there are fewer than `min_runners`; else wait
+        a little for a wipe (a few milliseconds, where a container start may take a second)."""
         with self._lock:
             deadline = time.monotonic() + WAIT_FOR_WIPE_S
-            while self._idle or (self._wiping and time.monotonic() < deadline):
+            while self._idle or (
+                self._wiping and self._runners >= self.min_runners and time.monotonic() < deadline
+            ):
                 if not self._idle:
                     self._lock.wait(max(deadline - time.monotonic(), 0.0))
                     continue
                 sandbox, uses = self._idle.pop()  # the most recently used: the oldest ones may expire
                 if not sandbox.closed_reason and not sandbox.dead:
                     return sandbox, uses
-        return self.backend.create(), 0
+                self._runners -= 1
+                sandbox.close()
+            self._runners += 1
+        try:
+            return self.backend.create(), 0
+        except BaseException:
+            with self._lock:
+                self._runners -= 1
+            raise
+
+    def _drop(self, sandbox: AgentSandbox) -> None:
+        with self._lock:
+            self._runners -= 1
+        sandbox.close()
 
     def _recycle(self, sandbox: AgentSandbox, uses: int) -> None:
         try:
@@ -80,7 +108,7 @@ class RunCodeService:
             with self._lock:
                 self._wiping -= 1
                 self._lock.notify_all()
-        sandbox.close()
+        self._drop(sandbox)
 
     def run(self, req: RunCodeRequest) -> RunCodeResponse:
         response = self._run(req)
@@ -143,8 +171,10 @@ class RunCodeService:
                 with self._lock:
                     self._wiping += 1
                 threading.Thread(target=self._recycle, args=(sandbox, uses + 1), daemon=True).start()
-            else:
+            elif own_shape:
                 sandbox.close()
+            else:
+                self._drop(sandbox)
         return to_response(compiled, result, fetched)
 
     def close(self) -> None:
@@ -152,6 +182,7 @@ class RunCodeService:
         with self._lock:
             self._lock.wait_for(lambda: self._wiping == 0, timeout=60)
             idle, self._idle = list(self._idle), deque()
+            self._runners -= len(idle)
         for sandbox, _ in idle:
             sandbox.close()
 
