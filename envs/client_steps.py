@@ -22,8 +22,7 @@ import itertools
 import socket
 import ssl
 import threading
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from websockets.client import ClientProtocol
@@ -39,9 +38,9 @@ _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 MIN_FRAME = 8
 
 
-@dataclass(frozen=True)
-class Answer:
-    """What the server said to one call: its status, its JSON body, and any `Retry-After`."""
+class Answer(NamedTuple):
+    """What the server said to one call: its status, its JSON body, and any `Retry-After`
+    (a tuple: one is built per step, and a frozen dataclass costs several times more to build)."""
 
     status: int
     body: Any

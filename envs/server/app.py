@@ -1,10 +1,11 @@
 """The FastAPI app serving agentrl envs: a versioned episode API plus OpenEnv's WebSocket protocol.
 
 Nothing here knows any particular env: envs are built by id through `agentrl.registration`.
-Step responses are encoded in the worker thread (see `episodes.py`) and sent as raw bytes. The
-two step endpoints, the hot path of every rollout, are answered by `StepFastPath` straight from
-ASGI; FastAPI still declares them (for the schema and /docs) and answers whatever the fast path
-passes on, such as invalid requests, so every error keeps one shape.
+Step responses are encoded where the step ran (see `episodes.py`) and sent as raw bytes. The
+step endpoints, the hot path of every rollout, are answered by `StepFastPath` straight from ASGI
+(the `/v1/ws` socket by `mux.StepSocket`); FastAPI still declares the HTTP ones (for the schema
+and /docs) and answers whatever the fast path passes on, such as invalid requests, so every error
+keeps one shape.
 """
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ _JSON_HEADERS = [(b"content-type", JSON.encode())]
 
 
 class StepFastPath:
-    """`POST /v1/episodes/{id}/step` and `POST /v1/step` without FastAPI's routing and dependency
-    machinery, which costs more per request than the step of a light env.
+    """`POST /v1/episodes/{id}/step`, `POST /v1/step` and the `/v1/ws` socket without FastAPI's
+    routing and dependency machinery, which costs more per request than the step of a light env.
 
     The body is validated with the same pydantic models in one pass (`model_validate_json`). Any
     request it does not take as is (another content type, a body that fails validation) goes on
@@ -135,13 +136,17 @@ class StepFastPath:
     """
 
     def __init__(self, app: ASGIApp, step_one: Callable[[str, StepAction], Awaitable[bytes]],
-                 step_batch: Callable[[BatchStep], Awaitable[bytes]], metrics: Metrics) -> None:
+                 step_batch: Callable[[BatchStep], Awaitable[bytes]], step_socket: ASGIApp,
+                 metrics: Metrics) -> None:
         self.app = app
+        self.step_socket = step_socket
         self.step_one = step_one
         self.step_batch = step_batch
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"] == MUX_PATH and not scope.get("root_path"):
+            return await self.step_socket(scope, receive, send)
         if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
             return await self.app(scope, receive, send)
         path = scope["path"]
@@ -343,11 +348,6 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     async def step_batch(req: BatchStep) -> Response:
         return Response(await step_many(req), media_type=JSON)
 
-    @app.websocket(MUX_PATH)
-    async def step_socket(websocket: WebSocket) -> None:
-        """Steps over one persistent connection, many per frame (see `agentrl.server.mux`)."""
-        await mux.serve_steps(websocket, registry.step_many, metrics)
-
     # --- OpenEnv compatibility ---------------------------------------------------------------
     @app.websocket("/ws")
     async def openenv_default(websocket: WebSocket) -> None:
@@ -368,7 +368,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     app.include_router(watch_router(registry))  # read-only: the episode list and transcripts
     app.include_router(fork_router(registry))  # fork an episode, read its trajectory record
-    app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, metrics=metrics)
+    # steps over one persistent connection, many per frame (see `agentrl.server.mux`)
+    step_socket = mux.StepSocket(registry.step_now, registry.step_many, registry.dispatch.target_s, metrics)
+    app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, step_socket=step_socket,
+                       metrics=metrics)
     app.add_middleware(GuardMiddleware, token=config.resolved_token(),
                        max_body_bytes=config.max_body_bytes, metrics=metrics)
     if config.ui:  # after the guard: the page's sign-in sits in front of it

@@ -60,6 +60,9 @@ class PackedExecutor:
         # machine held up (preempted, paging) does not send a light kind off the loop for long
         self.cost: dict[str, float] = {}
         self._recent: dict[str, deque[float]] = {}
+        # calls that callers ran on the loop themselves, not yet folded into `cost`: (seconds, calls)
+        self._inline_run: dict[str, tuple[float, int]] = {}
+        self._inline_mark: tuple[float, float] | None = None  # (wall clock, queued time) at the last fold
         self.cpu_share: dict[str, float] = {}  # moving average of CPU time / wall time, by kind
         self._pending: dict[str, list[_Call]] = {}
         self._waiting: dict[str, deque[list[_Call]]] = {}
@@ -101,6 +104,30 @@ class PackedExecutor:
         """Whether calls of `kind` run on the event loop: measured short."""
         cost = self.cost.get(kind)
         return cost is not None and cost < self.inline_below_s
+
+    def ran_inline(self, kind: str, seconds: float) -> None:
+        """Count one call of `kind` that a caller ran on the loop itself, because `inline(kind)` said
+        so (see `EpisodeRegistry.step_now`): calls are folded into the kind's cost a pack's worth at
+        a time, so that a kind that grows slow goes back to the threads as if it had run here."""
+        total, calls = self._inline_run.get(kind, (0.0, 0))
+        total, calls = total + seconds, calls + 1
+        if total < self.target_s and calls < self.max_pack:
+            self._inline_run[kind] = (total, calls)
+            return
+        self._inline_run[kind] = (0.0, 0)
+        # the calls were timed by the wall clock; take out the share of time the loop's thread
+        # spent waiting for a CPU since the last fold, as `_run_pack` does for the threads
+        now, (_, queued) = time.perf_counter(), _thread_clock()
+        if self._inline_mark is not None:
+            since, queued_since = now - self._inline_mark[0], queued - self._inline_mark[1]
+            total *= max(0.0, 1.0 - queued_since / max(since, 1e-9))
+        self._inline_mark = (now, queued)
+        self._measured(kind, total / calls)
+
+    def _measured(self, kind: str, per_call: float) -> None:
+        recent = self._recent.setdefault(kind, deque(maxlen=COST_WINDOW))
+        recent.append(per_call)
+        self.cost[kind] = statistics.median(recent)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         self._scheduled = False
@@ -163,9 +190,7 @@ class PackedExecutor:
                  outcomes: list[_Outcome], per_call: float, cpu_share: float) -> None:
         self._running[kind] -= 1
         self._busy -= 1
-        recent = self._recent.setdefault(kind, deque(maxlen=COST_WINDOW))
-        recent.append(per_call)
-        self.cost[kind] = statistics.median(recent)
+        self._measured(kind, per_call)
         if launch is not None and launch == self._launches:  # it ran alone: its CPU share is its own
             self.cpu_share[kind] = _average(self.cpu_share.get(kind), cpu_share)
             self._samples[kind] = self._samples.get(kind, 0) + 1

@@ -17,7 +17,7 @@ import math
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,35 +301,91 @@ class EpisodeRegistry:
             started = time.perf_counter()
             try:
                 result, body = await self.dispatch.run(ep.step_kind, _step_and_encode, ep.env, action)
-            except EpisodeOverError as exc:
-                ep.over = True
-                raise ApiError(409, ErrorCode.EPISODE_OVER, str(exc)) from exc
             except Exception as exc:
-                raise ApiError(500, ErrorCode.ENV_ERROR,
-                               f"{ep.env_id} raised while stepping: {type(exc).__name__}: {exc}") from exc
-            self.metrics.stepped(ep.env_id, time.perf_counter() - started)
-            ep.turns += 1
-            ep.transcript.record(action, result.reward, body)
-            ep.over = result.terminated or result.truncated
-            ep.last_used = time.monotonic()
+                raise _step_failed(ep, exc) from exc
+            self._stepped(ep, action, result, body, time.perf_counter() - started)
             return result, body
+
+    def _stepped(self, ep: Episode, action: str, result: StepResult, body: bytes, seconds: float) -> None:
+        self.metrics.stepped(ep.env_id, seconds)
+        ep.turns += 1
+        ep.transcript.record(action, result.reward, body)
+        ep.over = result.terminated or result.truncated
+        ep.last_used = time.monotonic()
+
+    def step_now(self, item: BatchItem, busy: Container[str] = ()) -> bytes | None:
+        """`_item` for a step that can run right here, on the event loop, at once: its env's steps
+        are measured cheap (`dispatch.inline`), its episode is idle, and its request is new; else
+        None, and `step_many` answers it (errors included). For a light env this saves the task,
+        lock and futures per step, which cost more than its step. `busy`: episodes with steps
+        handed to `step_many` that have not started yet, which must go first."""
+        ep = self.episodes.get(item.episode_id)
+        request_id, action = item.request_id, item.action
+        if (ep is None or ep.lock.locked() or ep.closed or ep.over or not self.dispatch.inline(ep.step_kind)
+                or request_id in ep.results or item.episode_id in busy
+                or len(action) > self.config.max_action_chars):
+            return None
+        started = time.perf_counter()
+        try:
+            result, body = _step_and_encode(ep.env, action)
+        except Exception as exc:
+            error = _step_failed(ep, exc)
+            error.__cause__ = exc
+        else:
+            error = None
+        seconds = time.perf_counter() - started
+        self.dispatch.ran_inline(ep.step_kind, seconds)
+        if request_id is not None:
+            done = asyncio.get_running_loop().create_future()
+            self._remember(ep.results, request_id, done, self.config.idempotency_window)
+        if error is not None:
+            if request_id is not None:
+                _settle(done, error)
+            return self._error_item(item.episode_id, error)
+        self._stepped(ep, action, result, body, seconds)
+        if request_id is not None:
+            done.set_result((result, body))
+        return _item_head(item.episode_id) + b',"status":200,"result":' + body + b',"error":null}'
 
     async def step_many(self, steps: Sequence[BatchItem]) -> list[bytes]:
         """Each step's `BatchResult`, encoded, in the order given; an error stays with its item.
 
-        The steps start in order, and an episode's lock is first come, first served, so steps of
-        one episode in one batch run in the batch's order.
+        Steps that can run at once (`step_now`) run here, `dispatch.target_s` of them per loop
+        iteration, so that a large batch does not hold the loop and the batches of many
+        connections take turns; each of the others gets a task (`_item`: the lock, the dispatcher).
+        The steps start in order, an episode's lock is first come, first served, and an episode
+        with a step gone to a task has its later steps go the same way, so steps of one episode in
+        one batch run in the batch's order.
         """
-        return await asyncio.gather(*(self._item(s.episode_id, s.action, s.request_id) for s in steps))
+        parts: list[Any] = []
+        later: list[tuple[int, asyncio.Task]] = []
+        busy: set[str] = set()
+        loop = asyncio.get_running_loop()
+        slice_end = time.perf_counter() + self.dispatch.target_s
+        for i, s in enumerate(steps):
+            if time.perf_counter() > slice_end:
+                await asyncio.sleep(0)
+                slice_end = time.perf_counter() + self.dispatch.target_s
+            part = self.step_now(s, busy)
+            if part is None:
+                busy.add(s.episode_id)
+                later.append((i, loop.create_task(self._item(s.episode_id, s.action, s.request_id))))
+            parts.append(part)
+        for i, task in later:
+            parts[i] = await task
+        return parts
 
     async def _item(self, episode_id: str, action: str, request_id: str | None) -> bytes:
-        head = b'{"episode_id":' + dumps(episode_id)
         try:
             _, body = await self.step(episode_id, action, request_id)
         except ApiError as exc:
-            self.metrics.errors.labels(exc.code).inc()
-            return head + b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
-        return head + b',"status":200,"result":' + body + b',"error":null}'
+            return self._error_item(episode_id, exc)
+        return _item_head(episode_id) + b',"status":200,"result":' + body + b',"error":null}'
+
+    def _error_item(self, episode_id: str, exc: ApiError) -> bytes:
+        self.metrics.errors.labels(exc.code).inc()
+        tail = b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
+        return _item_head(episode_id) + tail
 
     async def render(self, episode_id: str) -> str | None:
         ep = self.get(episode_id)
@@ -360,6 +416,19 @@ class EpisodeRegistry:
     @staticmethod
     def _gone(ep: Episode) -> ApiError:
         return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+
+
+def _item_head(episode_id: str) -> bytes:
+    return b'{"episode_id":' + dumps(episode_id)
+
+
+def _step_failed(ep: Episode, exc: Exception) -> ApiError:
+    """The error answered for a step whose env raised `exc`."""
+    if isinstance(exc, EpisodeOverError):
+        ep.over = True
+        return ApiError(409, ErrorCode.EPISODE_OVER, str(exc))
+    return ApiError(500, ErrorCode.ENV_ERROR,
+                    f"{ep.env_id} raised while stepping: {type(exc).__name__}: {exc}")
 
 
 def _step_and_encode(env: gym.Env, action: str) -> tuple[StepResult, bytes]:
