@@ -24,6 +24,7 @@ class EchoEnv(ToolEnv):
     """Say the seeded secret word back through `finish` to earn reward 1."""
 
     default_max_turns = 8
+    fork_by_copy = True  # its state is a word and an answer
 
     def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]

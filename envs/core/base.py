@@ -1,22 +1,30 @@
 """Base classes of agentrl's text environments.
 
 `TextEnv` holds what every multi-turn text env shares (spaces, turn counting, `max_turns`
-truncation, the transcript, ansi rendering). `ToolEnv` adds the tool-calling action format on
-top, so a concrete env only defines its world and its `@tool` methods.
+truncation, the transcript, ansi rendering, forks and the trajectory record). `ToolEnv` adds the
+tool-calling action format on top, so a concrete env only defines its world and its `@tool` methods.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 
 from agentrl.core.encoding import utf8_safe
+from agentrl.core.fork import EpisodeLog, copy_env, replay_env
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
 from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
+from agentrl.core.trajectory import Trace, call_record, record
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 TRUNCATION_MARK = "\n...[truncated {n} characters]"
 
@@ -33,6 +41,19 @@ def clip_text(text: str, limit: int) -> str:
     return text[:keep] + TRUNCATION_MARK.format(n=len(text) - keep)
 
 
+def _recording_init(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap an env's `__init__` so the outermost call keeps its arguments: a replayed fork is built
+    from them, without each env having to cooperate."""
+
+    @functools.wraps(init)
+    def recording_init(self: TextEnv, *args: Any, **kwargs: Any) -> None:
+        if "_init_call" not in self.__dict__:
+            self._init_call = (args, dict(kwargs))
+        init(self, *args, **kwargs)
+
+    return recording_init
+
+
 class TextEnv(gym.Env[str, str]):
     """A multi-turn env whose actions and observations are strings.
 
@@ -45,6 +66,17 @@ class TextEnv(gym.Env[str, str]):
     # Constructor arguments that reach outside the episode (endpoints, credentials, server-side
     # paths, images): a server takes them from its operator, never from a client.
     operator_kwargs: ClassVar[frozenset[str]] = frozenset()
+    # How `fork` makes its copies: False replays the episode into a fresh env (always correct for a
+    # deterministic env); True copies this one (`fork.copy_env`), for envs whose state is cheap to
+    # copy. Copying shares `fork_shared` attributes (read-only data: a corpus, a retriever) and
+    # deep-copies every other one, then `_fork_resources` gives the copy what cannot be deep-copied.
+    fork_by_copy: ClassVar[bool] = False
+    fork_shared: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _recording_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -65,6 +97,12 @@ class TextEnv(gym.Env[str, str]):
         self.turn = 0
         self.messages: list[dict[str, Any]] = []
         self._over = True
+        self._log: EpisodeLog | None = None  # what replaying the episode needs
+        self._trace: Trace | None = None  # the trajectory record so far
+        self._forks: list[tuple[int, TextEnv]] = []  # (steps taken when forked, the fork)
+        self._step_calls: list[dict[str, Any]] = []  # the current step's calls (`trajectory.call_record`)
+        self._pending_rng_state: dict[str, Any] | None = None
+        self.fork_divergence: list[int] = []
 
     # --- hooks -----------------------------------------------------------------------------
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -77,23 +115,44 @@ class TextEnv(gym.Env[str, str]):
         """Reward for the state the episode was left in when `max_turns` ran out."""
         return 0.0
 
+    def _state_change(self) -> dict[str, Any] | None:
+        """What the step just taken changed in the world's state; None for envs without a database."""
+        return None
+
+    def _trace_tools(self) -> list[dict[str, Any]]:
+        """The tool specs a trajectory record lists."""
+        return []
+
+    def _fork_resources(self, child: Self) -> None:
+        """Give a copy-fork (`fork_by_copy`) its own copy of what deep-copying cannot copy."""
+
     # --- gymnasium API ---------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
+        if self._pending_rng_state is not None:  # a replayed fork: the parent's generator, as it was
+            self.np_random.bit_generator.state = self._pending_rng_state
+            self._pending_rng_state = None
         self.turn = 0
         self._over = False
+        self._forks = []
+        self.fork_divergence = []
+        log = EpisodeLog(seed, copy.deepcopy(options or {}), self.np_random.bit_generator.state)
         observation, info = self._begin(dict(options or {}))
         observation = utf8_safe(clip_text(observation, self.observation_space.max_length))
         self.messages = [{"role": "user", "content": observation}]
         info.setdefault("turn", 0)
+        self._log = log
+        env_id = self.spec.id if self.spec is not None else None
+        self._trace = Trace(env_id, info.get("task_id"), seed, observation, self._trace_tools())
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._over:
             raise EpisodeOverError("the episode is over; call reset() to start a new one")
         self.turn += 1
+        self._step_calls = []
         if not isinstance(action, str):
             result = StepResult(
                 f"Invalid action: expected text, got {type(action).__name__}.", 0.0, False, False
@@ -117,7 +176,36 @@ class TextEnv(gym.Env[str, str]):
         said = utf8_safe(action if isinstance(action, str) else repr(action))
         self.messages.append({"role": "assistant", "content": said})
         self.messages.append({"role": "user", "content": result.observation})
+        self._log.actions.append(action)
+        self._trace.add(
+            said,
+            self._step_calls,
+            result.observation,
+            result.reward,
+            result.terminated,
+            result.truncated,
+            self._state_change(),
+        )
         return result.as_tuple()
+
+    def fork(self, n: int = 1) -> list[Self]:
+        """n independent envs whose state (world, turn, transcript, random streams, trajectory so far)
+        equals this one's now: continued with this env's next actions, each returns exactly its
+        results. The forks are remembered here, as children of this episode's trajectory."""
+        if self._over:
+            raise EpisodeOverError("only an episode in progress can be forked; this one is over")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a positive integer, not {n!r}")
+        forks = [copy_env(self) if self.fork_by_copy else replay_env(self) for _ in range(n)]
+        self._forks.extend((self.turn, child) for child in forks)
+        return forks
+
+    def trajectory(self) -> dict[str, Any]:
+        """The episode so far as a JSON-serialisable `agentrl.trajectory/1` record, forks included
+        (see `agentrl.core.trajectory`)."""
+        return record(self)
+
+    __init__ = _recording_init(__init__)  # type: ignore[method-assign]
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -173,6 +261,9 @@ class ToolEnv(TextEnv):
             cls._tool_specs = [t.spec() for t in cls.tools.values()]
         return cls._tool_specs
 
+    def _trace_tools(self) -> list[dict[str, Any]]:
+        return self.tool_specs()
+
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
         specs = self.tool_specs()
@@ -205,6 +296,7 @@ class ToolEnv(TextEnv):
             if isinstance(item, ParseFailure):
                 responses.append(tool_response("invalid_call", item.message, error=True))
                 calls.append({"name": None, "ok": False, "error": item.message})
+                self._step_calls.append(call_record(None, None, False, responses[-1]))
                 continue
             spec = self.tools.get(item.name)
             try:
@@ -216,9 +308,11 @@ class ToolEnv(TextEnv):
             except ToolError as exc:
                 responses.append(tool_response(item.name, str(exc), error=True))
                 calls.append({"name": item.name, "ok": False, "error": str(exc)})
+                self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
             calls.append({"name": item.name, "ok": True})
+            self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode
         reward = self._step_reward()
         if terminated:

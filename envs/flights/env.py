@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.flights import models as m
+from agentrl.flights.episode import EpisodeDatabase
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
 from agentrl.flights.queries import PASSENGER, PASSENGER_PNRS, PAYMENT_METHODS, WorldQueries
 from agentrl.flights.schemas import (
@@ -50,7 +51,7 @@ BUSY = "service busy, please retry the same call"
 GOALS = ("looked_up_customer", "searched_route")
 
 
-class FlightsEnv(WorldQueries, ToolEnv):
+class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     """An airline customer-service desk: handle one customer's request under a written policy.
 
     Reward is 1 only if `finish` declares the right outcome and the final database holds exactly

@@ -26,6 +26,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from agentrl.flights import models as m
+from agentrl.flights.changes import CHANGE_TABLE, CHANGE_TRIGGERS
 from agentrl.flights.geography import (
     AIRCRAFT,
     AIRPORT_CITY,
@@ -424,9 +425,11 @@ def build_template(world: World) -> sqlite3.Connection:
     """The world as an in-memory database: the ORM's schema, rows by `executemany`, no ORM."""
     conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.executescript(_SCHEMA)
+    conn.executescript(CHANGE_TABLE)  # with the schema, before any row (see `changes.py`)
     with conn:
         for table in _TABLES:
             conn.executemany(_INSERTS[table.name], world.table_rows(table.name))
+    conn.executescript(CHANGE_TRIGGERS)  # after the rows: episodes start with an empty change log
     return conn
 
 

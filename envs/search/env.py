@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from agentrl.core import StepResult, TextEnv
 from agentrl.core.encoding import utf8_safe
+from agentrl.core.trajectory import call_record
 from agentrl.retrievers import Hit, Retriever
 from agentrl.retrievers.datasets import Question
 from agentrl.search.reward import answer_reward, exact_match, f1_score
@@ -70,6 +71,9 @@ class SearchEnv(TextEnv):
 
     default_max_turns: ClassVar[int] = 4
     operator_kwargs = frozenset({"qa_path", "index_dir", "retrieval_url", "retriever", "privileged_info"})
+    # a fork copies the episode's few fields and shares the corpus, its retriever and the question set
+    fork_by_copy = True
+    fork_shared = frozenset({"retriever", "questions", "question", "_source"})
 
     def __init__(
         self,
@@ -186,6 +190,7 @@ class SearchEnv(TextEnv):
             reward = answer_reward(content, golds, self.reward_metric, self.format_score)
             info.update(answer=content, em=exact_match(content, golds), f1=f1_score(content, golds))
             result = StepResult("", reward, True, False, info)
+            self._step_calls.append(call_record("answer", {"answer": content}, True, ""))
         elif kind == "search":
             info["query"] = content
             if self.turn > self.max_searches:  # the final turn: no more searching
@@ -202,6 +207,9 @@ class SearchEnv(TextEnv):
             if "search_error" in info:
                 observation = f"\n\n<information>Search failed ({info['search_error']}).</information>\n\n"
             result = StepResult(observation, 0.0, False, False, info)
+            # a search on the final turn is not run: the call failed, and says so by its empty result
+            ran = self.turn <= self.max_searches and "search_error" not in info
+            self._step_calls.append(call_record("search", {"query": content}, ran, observation))
         else:
             result = StepResult(INVALID_ACTION, 0.0, False, False, info)
         if self.privileged_info and (result.terminated or self.turn >= self.max_turns):

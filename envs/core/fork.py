@@ -1,0 +1,104 @@
+"""Forking an episode: n independent envs whose state equals the parent's now.
+
+Two ways, one result. `copy_env` copies the live env (its world included, through the env's
+`_fork_resources` hook), for envs whose state is cheap to copy. `replay_env` builds a fresh env with
+the parent's constructor arguments and plays the episode log into it: the same reset (seed,
+options and the random generator's state just before the world was built, so a seedless reset
+replays too), then every action again. Replay is exact for a deterministic env; where the world is
+not (wall-clock time, process ids in a container), the steps whose replayed results differ are
+listed in the fork's `fork_divergence`, and the fork keeps the parent's transcript, the one a
+policy continues from.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from agentrl.core.trajectory import Trace
+
+if TYPE_CHECKING:
+    from agentrl.core.base import TextEnv
+
+E = TypeVar("E", bound="TextEnv")
+
+# Attributes of every TextEnv a copy shares rather than copies: configuration no episode changes.
+SHARED = frozenset({"spec", "action_space", "observation_space", "_init_call"})
+
+
+@dataclass
+class EpisodeLog:
+    """What replaying the episode needs: how its reset went, and every action since."""
+
+    seed: int | None
+    options: dict[str, Any]
+    rng_state: dict[str, Any]
+    actions: list[Any] = field(default_factory=list)
+
+    def copy(self) -> EpisodeLog:
+        return EpisodeLog(self.seed, self.options, self.rng_state, list(self.actions))
+
+
+def copy_generator(rng: np.random.Generator) -> np.random.Generator:
+    """An independent generator in the same state (3x faster than deepcopy, which pickles)."""
+    bit_generator = type(rng.bit_generator)(0)
+    bit_generator.state = rng.bit_generator.state
+    return np.random.Generator(bit_generator)
+
+
+def copy_env(env: E) -> E:
+    """A copy of `env` as it is now: shared configuration (`SHARED` and the class's `fork_shared`),
+    its own copy of everything else (random generators included), a fork list of its own, then the
+    class's `_fork_resources` hook for what cannot be deep-copied (a database connection)."""
+    cls = type(env)
+    child = object.__new__(cls)  # no constructor: the state is the parent's
+    shared = SHARED | env.fork_shared
+    memo: dict[int, Any] = {}
+    state: dict[str, Any] = {}
+    for name, value in env.__dict__.items():
+        if name in shared:
+            state[name] = value
+        elif name == "messages":
+            state[name] = [dict(message) for message in value]
+        elif name == "_forks":
+            state[name] = []
+        elif isinstance(value, (Trace, EpisodeLog)):
+            state[name] = value.copy()
+        elif isinstance(value, np.random.Generator):
+            state[name] = copy_generator(value)
+        else:
+            state[name] = copy.deepcopy(value, memo)
+    child.__dict__.update(state)
+    env._fork_resources(child)
+    return child
+
+
+def replay_env(env: E) -> E:
+    """A fresh env built as `env` was, reset as it was and given the same actions."""
+    log, trace = env._log, env._trace
+    assert log is not None and trace is not None
+    args, kwargs = env._init_call
+    child = type(env)(*args, **kwargs)
+    child.spec = env.spec
+    child._pending_rng_state = log.rng_state
+    child.reset(seed=log.seed, options=copy.deepcopy(log.options))
+    diverged = []
+    for number, (action, step) in enumerate(zip(log.actions, trace.steps, strict=True), 1):
+        if child.episode_over:
+            child.close()
+            raise RuntimeError(f"replaying the episode for a fork ended it early, at step {number}")
+        observation, reward, terminated, truncated, _info = child.step(action)
+        if (observation, float(reward), terminated, truncated) != (
+            step["observation"],
+            step["reward"],
+            step["terminated"],
+            step["truncated"],
+        ):
+            diverged.append(number)
+    child.messages = [dict(message) for message in env.messages]
+    child._trace = trace.copy()
+    child.fork_divergence = diverged
+    return child

@@ -1,0 +1,98 @@
+"""An episode as a structured record: every step's action, parsed calls, results and state change.
+
+A transcript (`env.messages`) is the text a model saw; a trajectory record keeps what the text
+alone loses: which tools were called with which arguments, what each returned, the reward and
+flags of every step, the rows each step changed in the world, and the forks taken from the episode,
+so that it is a tree, not a line. `record` builds the JSON-serialisable record
+(`agentrl.trajectory/1`); `transcript` turns a whole record back into the messages.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+TRAJECTORY_FORMAT = "agentrl.trajectory/1"
+
+
+def call_record(name: str | None, arguments: dict[str, Any] | None, ok: bool, result: str) -> dict[str, Any]:
+    """One parsed call of a step: the tool's name and raw arguments (None when the call could not be
+    read), whether it succeeded, and its result as the model saw it."""
+    return {"name": name, "arguments": arguments, "ok": ok, "result": result}
+
+
+@dataclass
+class Trace:
+    """The record of one episode as it grows: the header at reset, then one dict per step.
+
+    Step dicts are never changed once added, so a fork shares them with its parent (`copy`)."""
+
+    env_id: str | None
+    task_id: str | None
+    seed: int | None
+    observation: str
+    tools: list[dict[str, Any]]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(
+        self,
+        action: str,
+        calls: list[dict[str, Any]],
+        observation: str,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        state_change: dict[str, Any] | None,
+    ) -> None:
+        self.steps.append(
+            {
+                "action": action,
+                "calls": calls,
+                "observation": observation,
+                "reward": float(reward),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "state_change": state_change,
+            }
+        )
+
+    def copy(self) -> Trace:
+        return Trace(self.env_id, self.task_id, self.seed, self.observation, self.tools, list(self.steps))
+
+
+class Traced(Protocol):
+    """What `record` reads from an env (and from each of its forks)."""
+
+    _trace: Trace | None
+    _forks: list[tuple[int, Any]]
+
+
+def record(env: Traced, since: int = 0) -> dict[str, Any]:
+    """The env's episode as an `agentrl.trajectory/1` record, with its forks as children.
+
+    `since` drops the first steps: a fork's record inside its parent's holds only the steps after
+    the fork (`at_step`, counted from the episode's start, is where they begin)."""
+    trace = env._trace
+    if trace is None:
+        raise RuntimeError("no episode to record: call reset() first")
+    return {
+        "format": TRAJECTORY_FORMAT,
+        "env_id": trace.env_id,
+        "task_id": trace.task_id,
+        "seed": trace.seed,
+        "observation": trace.observation,
+        "tools": copy.deepcopy(trace.tools),
+        "steps": copy.deepcopy(trace.steps[since:]),
+        "forks": [{"at_step": k, "trajectory": record(child, since=k)} for k, child in env._forks],
+    }
+
+
+def transcript(trajectory: dict[str, Any]) -> list[dict[str, str]]:
+    """The chat messages of a whole record (not a fork's part): the first observation, then each
+    step's action and observation, as `env.messages` holds them."""
+    messages = [{"role": "user", "content": trajectory["observation"]}]
+    for step in trajectory["steps"]:
+        messages.append({"role": "assistant", "content": step["action"]})
+        messages.append({"role": "user", "content": step["observation"]})
+    return messages

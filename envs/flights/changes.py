@@ -1,0 +1,74 @@
+"""The rows each step of a Flights-v0 episode inserts, updates and deletes.
+
+Triggers on every table of the world append each change, as JSON, to the `agentrl_changes` table;
+the env reads the new entries once per step (`ChangeLog.take`). They catch every write, whichever
+way a tool makes it (ORM objects or Core statements). The triggers and the (empty) table are part of
+the world's template database, so the page copy of each reset and of each fork brings them along and
+no episode pays for creating them; the verifier and `fingerprint` read the world's own tables only,
+so the log never enters a judgement.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from agentrl.flights import models as m
+
+TABLE = "agentrl_changes"
+
+
+def _json_row(prefix: str, columns: list[str]) -> str:
+    return "json_object(" + ", ".join(f"'{c}', {prefix}.{c}" for c in columns) + ")"
+
+
+def _triggers() -> str:
+    """Three triggers (insert, update, delete) per table of the world."""
+    sql = []
+    for table in m.Base.metadata.sorted_tables:
+        columns = [c.name for c in table.columns]
+        old, new = _json_row("OLD", columns), _json_row("NEW", columns)
+        for op, before, after in (("insert", "NULL", new), ("update", old, new), ("delete", old, "NULL")):
+            sql.append(
+                f"CREATE TRIGGER {TABLE}_{table.name}_{op} AFTER {op.upper()} ON {table.name} "
+                f"BEGIN INSERT INTO {TABLE} (tbl, op, old, new) "
+                f"VALUES ('{table.name}', '{op}', {before}, {after}); END;"
+            )
+    return "\n".join(sql)
+
+
+# The table is created with the world's schema, before any row: every template then has it at the
+# same root page, as it has every other table, which a connection that deserializes one world's
+# image after another's relies on (the schema cookie is the same, so its cached schema is kept).
+CHANGE_TABLE = f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, tbl TEXT, op TEXT, old TEXT, new TEXT);"
+# The triggers come once the rows are in, or loading the world would log every row.
+CHANGE_TRIGGERS = _triggers()
+_SINCE = f"SELECT id, tbl, op, old, new FROM {TABLE} WHERE id > ? ORDER BY id"
+
+
+class ChangeLog:
+    """Where an episode is in its database's change table: the id of the last change handed out.
+
+    A plain number, so a fork's deep copy continues from where its parent was."""
+
+    def __init__(self) -> None:
+        self.mark = 0
+
+    def take(self, conn: sqlite3.Connection) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """The changes since the last call: {"inserted": {table: [row]}, "updated": {table:
+        [{"before": row, "after": row}]}, "deleted": {table: [row]}}, rows as SQLite stores them
+        (booleans as 0 / 1); an update that changed nothing is left out."""
+        change: dict[str, dict[str, list[dict[str, Any]]]] = {"inserted": {}, "updated": {}, "deleted": {}}
+        rows = conn.execute(_SINCE, (self.mark,)).fetchall()
+        for _id, table, op, old, new in rows:
+            if op == "insert":
+                change["inserted"].setdefault(table, []).append(json.loads(new))
+            elif op == "delete":
+                change["deleted"].setdefault(table, []).append(json.loads(old))
+            elif old != new:
+                pair = {"before": json.loads(old), "after": json.loads(new)}
+                change["updated"].setdefault(table, []).append(pair)
+        if rows:
+            self.mark = rows[-1][0]
+        return change

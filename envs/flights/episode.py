@@ -1,0 +1,41 @@
+"""What Flights-v0 adds to the env core's forks and trajectory records, as a mixin of `FlightsEnv`.
+
+A fork copies the episode's database page by page (`serialize` / `deserialize`, well under a
+millisecond for a 1-day world) into an engine of its own, and deep-copies the Python state, random
+generators included; the world and the task, read-only, are shared. Each step's `state_change`
+is the rows it inserted, updated or deleted (see `changes.py`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, ClassVar
+
+from sqlalchemy.orm import Session
+
+from agentrl.flights.changes import ChangeLog
+from agentrl.flights.world import new_engine
+
+
+class EpisodeDatabase:
+    """Row changes per step and copy-forks for `FlightsEnv` (listed before `ToolEnv` in its bases)."""
+
+    fork_by_copy: ClassVar[bool] = True
+    fork_shared: ClassVar[frozenset[str]] = frozenset({"world", "task", "_engine", "_raw", "session"})
+    _raw: sqlite3.Connection
+    _changes: ChangeLog
+
+    def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        begun = super()._begin(options)  # type: ignore[misc]
+        self._changes = ChangeLog()  # the reset copied in the template, whose change table is empty
+        return begun
+
+    def _state_change(self) -> dict[str, Any] | None:
+        return self._changes.take(self._raw)
+
+    def _fork_resources(self, child: Any) -> None:
+        """The fork's own engine, session and database: a page copy of this episode's."""
+        child._engine = new_engine()
+        child._raw = child._engine.raw_connection().driver_connection
+        child.session = Session(child._engine, expire_on_commit=False)
+        child._raw.deserialize(self._raw.serialize())
