@@ -65,6 +65,16 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     task_fields: ClassVar[tuple[str, ...]] = ("family", "level", "split")
     # the answer key: a server takes it from its operator only (oracle analysis, SFT export)
     operator_kwargs = frozenset({"privileged_info"})
+    granularity: ClassVar[str] = "default"
+
+    def __new__(cls, *args: Any, granularity: str | None = None, **kwargs: Any) -> FlightsEnv:
+        # the granularity ("coarse" | "default" | "fine") picks the class and so its tool table
+        from agentrl.flights.granularity import env_class
+
+        chosen = env_class(cls.granularity if granularity is None else granularity)
+        if not issubclass(chosen, cls):
+            raise ValueError(f"{cls.__name__} has granularity {cls.granularity!r}, not {granularity!r}")
+        return super().__new__(chosen)
 
     def __init__(
         self,
@@ -82,6 +92,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         privileged_info: bool = False,
         max_turns: int | None = None,
         render_mode: str | None = None,
+        granularity: str | None = None,  # read by __new__
     ) -> None:
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if days < 1:

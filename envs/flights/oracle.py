@@ -6,6 +6,10 @@ client sees. The oracle reads the request and the desk policy from the first obs
 (group size, card owner, cancellation notice, changeable fare), search, compare, check seats,
 act or declare the request infeasible, and re-check when the world moved (busy service, fare
 change, seat taken). That it scores 1.0 shows the text and the tools are enough.
+
+It plays every granularity, read from the tools the first observation lists: at "default" the
+steps above; at "fine" the same calls expanded into their fine steps (`fine_plan.FinePlan`); at
+"coarse" the same checks, then one macro call in place of search, seat checks and the action.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.flights.calls import RESPONSE as _RESPONSE
+from agentrl.flights.calls import call, granularity_of, last_response
+from agentrl.flights.fine_plan import FinePlan
 from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS
 
-_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
+MACROS = ("book_best", "rebook", "change_to_best")
 _NOW = re.compile(r"Current time: (\d{4}-\d{2}-\d{2} \d{2}:\d{2})")
 _FIELDS = {
     "passengers": re.compile(r"\(passenger (P\d+)\)"),
@@ -34,22 +41,6 @@ _FIELDS = {
     "seat_position": re.compile(r"with an? (window|aisle) seat"),
     "payment_method_id": re.compile(r"Charge payment method (pm_\w+)\."),
 }
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
-def last_response(observation: str) -> tuple[str | None, Any, str | None]:
-    """(tool name, content, error) of the last tool response in an observation."""
-    found = _RESPONSE.findall(observation)
-    if not found:
-        return None, None, None
-    try:
-        payload = json.loads(found[-1])
-    except json.JSONDecodeError:
-        return None, None, "unreadable response"
-    return payload.get("name"), payload.get("content"), payload.get("error")
 
 
 def request_text(observation: str) -> str:
@@ -104,6 +95,12 @@ class OraclePolicy:
             self._start(observation)
             return self._do(self._next())
         name, content, error = last_response(observation)
+        if self.plan is not None:
+            step = self.plan.feed(name, content, error)
+            if isinstance(step, str):
+                return step
+            self.plan = None
+            name, content, error = step
         if error:
             return self._do(self._recover(error))
         self._absorb(name, content)
@@ -119,6 +116,8 @@ class OraclePolicy:
         return call("finish", outcome="infeasible", message=f"I could not do it: {error}")
 
     def _start(self, observation: str) -> None:
+        self.granularity = granularity_of(observation)
+        self.plan: FinePlan | None = None
         self.request = parse_request(observation)
         self.now = parse_now(observation)
         self.booking: dict[str, Any] | None = None
@@ -132,6 +131,9 @@ class OraclePolicy:
 
     def _do(self, action: str) -> str:
         self.last_action = action
+        if self.granularity == "fine" and (plan := FinePlan.start(action)) is not None:
+            self.plan = plan
+            return plan.first()
         return action
 
     def _absorb(self, name: str | None, content: Any) -> None:
@@ -157,7 +159,7 @@ class OraclePolicy:
                 self.candidates.pop(0)
         elif name == "cancel_booking":
             self.cancelled = True
-        elif name in {"book_flight", "change_booking"}:
+        elif name in {"book_flight", "change_booking", *MACROS}:
             self.acted = True
 
     # --- judgement -------------------------------------------------------------------------
@@ -227,6 +229,8 @@ class OraclePolicy:
             return call(
                 "finish", outcome="refused", message=f"Sorry, our policy does not allow this ({reason})."
             )
+        if self.granularity == "coarse":
+            return self._macro()
         if self.results is None:
             return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
         if self.chosen is None and r["seat_position"] and self.candidates:
@@ -247,6 +251,34 @@ class OraclePolicy:
             payment_method_id=self._payment_method(),
             **seat,
         )
+
+    def _macro_route(self) -> tuple[str, str]:
+        return self.request["origin"], self.request["destination"]
+
+    def _macro(self) -> str:
+        """The coarse level's one call: search, pick and act under the request's constraints."""
+        r = self.request
+        extra = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
+        if r["max_price"] is not None:
+            extra["max_price"] = r["max_price"]
+        window = {
+            "choose": r["choose"],
+            "depart_after": r["depart_after"],
+            "depart_before": r["depart_before"],
+        }
+        if r["action"] == "change":  # strictly earlier than the booked flight
+            hours, minutes = map(int, self.booking["flight"]["departs"].split(":"))
+            before = hours * 60 + minutes - 1
+            if before < 0:
+                return self._finish_without_flight()
+            window["depart_before"] = min(r["depart_before"], f"{before // 60:02d}:{before % 60:02d}")
+            return call("change_to_best", pnr=r["pnr"], **window, **extra)
+        origin, destination = self._macro_route()
+        where = {"origin": origin, "destination": destination, "date": r["date"], "cabin": r["cabin"]}
+        pay = {"payment_method_id": self._payment_method()}
+        if r["action"] == "cancel_and_book":
+            return call("rebook", pnr=r["pnr"], **where, **pay, **window, **extra)
+        return call("book_best", **where, passenger_ids=r["passengers"], **pay, **window, **extra)
 
 
 class RandomPolicy:

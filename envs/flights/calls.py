@@ -1,0 +1,37 @@
+"""Tool calls as a Flights-v0 policy writes and reads them: one call's text, the last response."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
+_TOOL_NAME = re.compile(r'\{"type": "function", "function": \{"name": "(\w+)"')
+
+
+def call(name: str, **arguments: Any) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def last_response(observation: str) -> tuple[str | None, Any, str | None]:
+    """(tool name, content, error) of the last tool response in an observation."""
+    found = RESPONSE.findall(observation)
+    if not found:
+        return None, None, None
+    try:
+        payload = json.loads(found[-1])
+    except json.JSONDecodeError:
+        return None, None, "unreadable response"
+    return payload.get("name"), payload.get("content"), payload.get("error")
+
+
+def tool_names(observation: str) -> list[str]:
+    """The tools a first observation lists, in order."""
+    return _TOOL_NAME.findall(observation.split("\n# Tools\n", 1)[-1])
+
+
+def granularity_of(observation: str) -> str:
+    """Which Flights-v0 granularity a first observation's tool list is ("coarse", "default", "fine")."""
+    names = set(tool_names(observation))
+    return "coarse" if "book_best" in names else "fine" if "confirm_hold" in names else "default"
