@@ -162,12 +162,36 @@ def peak_rss_mb(pid: int) -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
 
 
+POOL_SIZE = 4
+
+
+def wait_warm(client: httpx.Client, size: int, timeout_s: float = 120.0) -> None:
+    """Wait until the server's warm pool holds `size` containers: timings are taken with no
+    container starting in the background (a start takes a core for about a second)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in client.get("/metrics").text.splitlines():
+            if line.startswith("agentrl_warm_containers ") and float(line.split()[1]) >= size:
+                return
+        time.sleep(0.1)
+
+
 def bench_server(reps: int) -> dict[str, object]:
     """/run_code latency and the server's peak memory under floods, against `agentrl sandbox serve`
     started as its own process (so its memory is its own)."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "agentrl", "sandbox", "serve", "--port", str(port), "--pool-size", "4"],
+        [
+            sys.executable,
+            "-m",
+            "agentrl",
+            "sandbox",
+            "serve",
+            "--port",
+            str(port),
+            "--pool-size",
+            str(POOL_SIZE),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -187,6 +211,7 @@ def bench_server(reps: int) -> dict[str, object]:
             call = {"code": "print(1)", "language": "python"}
             for _ in range(16):  # warm-up: the runners exist
                 client.post("/run_code", json=call)
+            wait_warm(client, POOL_SIZE)  # and the containers they took from the pool are replaced
             times = []
             for _ in range(reps):
                 start = time.perf_counter()

@@ -46,7 +46,6 @@ from agentrl_agent_lib import (  # sent along with this file, see channel.py
     STATUS_FD,
     SWITCH,
     WATCHDOG_S,
-    WIPED,
     WORKDIR,
     Capture,
     Zygote,
@@ -58,13 +57,13 @@ from agentrl_agent_lib import (  # sent along with this file, see channel.py
     extract,
     harden,
     kill_everything,
+    leftovers,
     oom_kills,
     pack,
     pump,
     read_file,
     resolve,
     state_file,
-    sysv_objects,
     user_processes,
     wipe_files,
     write_file,
@@ -138,17 +137,22 @@ class Agent:
         return {}
 
     def op_wipe(self, req):
-        """Back to a new sandbox: no process, file or IPC object of the user left (run_code runners)."""
+        """Back to a new sandbox: no process, file or IPC object of the user left (run_code runners).
+
+        Most calls leave nothing behind (their processes were killed when they ended): then no
+        helper is forked to wipe as the user, the check alone is done."""
         if not SWITCH:
             raise RuntimeError("wiping needs the agent to run commands as another user")
         self.stop_shell()
-        as_user(lambda: kill_everything() + wipe_files())
         self.kept = set()
-        left = [d for d in WIPED if os.path.isdir(d) and os.listdir(d)]
         for name in os.listdir(STATE_DIR):
             os.unlink(os.path.join(STATE_DIR, name))
-        if left or user_processes() or any(sysv_objects()):
-            raise RuntimeError(f"the wipe left something behind: {left or 'IPC objects or processes'}")
+        left = leftovers()
+        if left:
+            as_user(lambda: kill_everything() + wipe_files())
+            left = leftovers()
+        if left:
+            raise RuntimeError(f"the wipe left something behind: {', '.join(left)}")
         self.env = dict(BASE_ENV)
         return {}
 

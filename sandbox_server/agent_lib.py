@@ -229,8 +229,7 @@ class Zygote:
 
 def serve_zygote(sock):
     """The zygote's loop: each script goes to a spare forked ahead of time, so no call waits on a
-    fork; the next spare is forked while the script runs, before its status is sent (an idle
-    agent always has one)."""
+    fork; the next spare is forked once the script's status is sent (off the call's path)."""
     site.main()  # once here, not in every script: site-packages are on the path of every fork
     spare = Spare()
     while True:
@@ -238,9 +237,9 @@ def serve_zygote(sock):
         if not msg:
             return
         pid = spare.start(msg, fds, lambda pid: sock.sendall(b"%d" % pid))
-        spare = Spare()
         _, status = os.waitpid(pid, 0)
         sock.sendall(b"%d" % os.waitstatus_to_exitcode(status))
+        spare = Spare()
 
 
 class Spare:
@@ -310,6 +309,14 @@ def sysv_objects():
         with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as f:
             found += [(kind, int(line.split()[1])) for line in list(f)[1:] if line.strip()]
     return found
+
+
+def leftovers():
+    """What of the user is left: processes first, for with none left nothing can change the rest."""
+    if user_processes():
+        return ["processes"]
+    left = [top for top in WIPED if os.path.isdir(top) and os.listdir(top)]
+    return left + (["IPC objects"] if sysv_objects() else [])
 
 
 def wipe_files():

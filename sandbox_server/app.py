@@ -96,7 +96,9 @@ def create_app(
         finally:
             pending[0] -= 1
 
-    def tenant_of(request: Request) -> str:
+    async def tenant_of(request: Request) -> str:
+        """The caller's tenant. Async although it never waits: FastAPI runs a plain `def`
+        dependency in a worker thread, a thread hop on every request."""
         if not tenants:
             return "default"
         scheme, _, value = request.headers.get("authorization", "").partition(" ")

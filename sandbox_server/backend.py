@@ -50,6 +50,10 @@ class Backend:
     def _periodic(self) -> None:
         """Extra housekeeping on each reaper tick."""
 
+    def warm_count(self) -> int:
+        """Containers started ahead and ready to hand out (none for a backend without a pool)."""
+        return 0
+
     def _links(self) -> list[AgentLink]:
         """Every live agent link of this backend (sandboxes and any pre-started ones)."""
         with self._lock:

@@ -243,6 +243,10 @@ class DockerBackend(Backend):
                 self._pool_wanted.wait(1.0)
                 self._pool_wanted.clear()
 
+    def warm_count(self) -> int:
+        with self._lock:
+            return sum(len(queue) for queue in self._pool.values())
+
     def _all_full(self) -> bool:
         with self._lock:
             return all(len(queue) >= self.pool_size for queue in self._pool.values())

@@ -25,6 +25,8 @@ class Metrics:
         self.open.set_function(lambda: len(backend.list()))
         self.dead = Gauge("agentrl_sandboxes_dead", "open sandboxes whose container is dead", registry=r)
         self.dead.set_function(lambda: sum(1 for s in backend.sandboxes() if s.dead))
+        self.warm = Gauge("agentrl_warm_containers", "containers started ahead, ready", registry=r)
+        self.warm.set_function(backend.warm_count)
         self.created = Counter("agentrl_sandboxes_created", "sandboxes created", registry=r)
         self.execs = Counter("agentrl_execs", "commands run, by status", ["status"], registry=r)
         self.exec_seconds = Histogram(

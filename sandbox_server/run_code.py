@@ -6,8 +6,8 @@ the user killed with kill(-1) as that user, /workspace, /tmp, /dev/shm, /dev/mqu
 emptied, the agent's own files gone) and checks that nothing is left; a runner whose wipe fails,
 or that served `max_uses` calls, is dropped. Code in one call cannot reach the agent (another uid),
 so nothing of one caller reaches the next. A call with its own memory limit gets its own sandbox.
-Calls wait on no wipe: the runner is wiped after the answer has gone out, and at least two runners
-are kept, so the next caller takes the other, already clean one.
+Calls wait on no wipe: the runner is wiped after the answer has gone out, and a few runners are
+kept, so the next caller takes another, already clean one.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from agentrl.sandbox_server.backend import Backend, log
@@ -51,7 +52,7 @@ class RunCodeService:
         *,
         max_uses: int = 1000,
         max_idle: int = 16,
-        min_runners: int = 2,
+        min_runners: int = 4,
         metrics: Metrics | None = None,
     ):
         self.backend = backend
@@ -63,6 +64,8 @@ class RunCodeService:
         self._lock = threading.Condition()
         self._wiping = 0
         self._runners = 0  # runners in use, being wiped or idle
+        # long-lived threads: a call hands its runner over without waiting for a thread to start
+        self._wipers = ThreadPoolExecutor(max_idle, thread_name_prefix="run-code-wipe")
 
     def _take(self) -> tuple[AgentSandbox, int]:
         """An idle runner; if none, a new sandbox while there are fewer than `min_runners`; else wait
@@ -104,6 +107,8 @@ class RunCodeService:
                         return
         except SandboxError as exc:
             log.warning("run_code runner dropped: %s", exc)
+        except Exception:  # a bug: said aloud here, since no one waits on this thread's result
+            log.exception("run_code runner dropped")
         finally:
             with self._lock:
                 self._wiping -= 1
@@ -170,7 +175,7 @@ class RunCodeService:
             if healthy and not own_shape:  # wiped after the answer has gone out
                 with self._lock:
                     self._wiping += 1
-                threading.Thread(target=self._recycle, args=(sandbox, uses + 1), daemon=True).start()
+                self._wipers.submit(self._recycle, sandbox, uses + 1)
             elif own_shape:
                 sandbox.close()
             else:

@@ -72,6 +72,7 @@ def test_prometheus_metrics(tenants):
     }
     assert samples["agentrl_sandboxes_open"] >= 1
     assert samples["agentrl_sandboxes_created_total"] >= 1
+    assert 0 <= samples["agentrl_warm_containers"] <= 2  # the backend's pool_size
     assert 'agentrl_execs_total{status="ok"}' in text
     assert httpx.get(tenants.url + "/metrics").status_code == 401
 
