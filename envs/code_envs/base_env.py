@@ -6,6 +6,14 @@ as one tar. After `finish` (or when turns run out) every process the agent start
 (`reset_processes`) and the task's check runs one-shot commands to gather facts, judged here on the
 host. A container that dies, or a reply from the sandbox that is not what the protocol says, ends
 the episode with `info["error"]` instead of hanging or raising.
+
+`fork(n)` replays the episode into fresh containers (`agentrl.core.fork.replay_env`): the same task,
+then every action again, so a fork costs a container from the pool plus each command once more.
+What the tasks act on replays exactly (files, the shell's cwd and variables, the interpreter's
+state); what does not: the wall clock (`date`, file times), process ids, `$RANDOM` and
+`/dev/urandom`, host names, and anything that depends on timing (a command near its timeout,
+background jobs racing). Steps whose replayed result differs are listed in the fork's
+`fork_divergence`; the fork keeps the parent's transcript, the one its policy continues from.
 """
 
 from __future__ import annotations

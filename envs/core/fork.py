@@ -84,20 +84,19 @@ def replay_env(env: E) -> E:
     child = type(env)(*args, **kwargs)
     child.spec = env.spec
     child._pending_rng_state = log.rng_state
-    child.reset(seed=log.seed, options=copy.deepcopy(log.options))
-    diverged = []
-    for number, (action, step) in enumerate(zip(log.actions, trace.steps, strict=True), 1):
-        if child.episode_over:
-            child.close()
-            raise RuntimeError(f"replaying the episode for a fork ended it early, at step {number}")
-        observation, reward, terminated, truncated, _info = child.step(action)
-        if (observation, float(reward), terminated, truncated) != (
-            step["observation"],
-            step["reward"],
-            step["terminated"],
-            step["truncated"],
-        ):
-            diverged.append(number)
+    try:
+        child.reset(seed=log.seed, options=copy.deepcopy(log.options))
+        diverged = []
+        for number, (action, step) in enumerate(zip(log.actions, trace.steps, strict=True), 1):
+            if child.episode_over:
+                raise RuntimeError(f"replaying the episode for a fork ended it early, at step {number}")
+            observation, reward, terminated, truncated, _info = child.step(action)
+            replayed = (observation, float(reward), terminated, truncated)
+            if replayed != (step["observation"], step["reward"], step["terminated"], step["truncated"]):
+                diverged.append(number)
+    except BaseException:
+        child.close()  # its container, its database: nothing of a failed fork is left behind
+        raise
     child.messages = [dict(message) for message in env.messages]
     child._trace = trace.copy()
     child.fork_divergence = diverged

@@ -1,0 +1,82 @@
+"""Bash-v0 / Code-v0 forks (the action log replayed into a fresh container) and trajectory records,
+on the real Docker engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from code_envs_helpers import call
+
+from agentrl.core import EpisodeOverError
+from agentrl.core.trajectory import transcript
+
+
+def content(observation: str) -> str:
+    return json.loads(observation.split("<tool_response>\n", 1)[1].split("\n</tool_response>")[0])["content"]
+
+
+def test_bash_fork_replays_into_its_own_container_and_continues_exactly(bash_env):
+    env = bash_env
+    env.reset(seed=3, options={"family": "count_files"})
+    env.step(call("execute_bash", command="cd /workspace && mkdir -p scratch && export MARK=shell-state"))
+    env.step(call("write_file", path="scratch/a.txt", content="one\n"))
+    (fork,) = env.fork()
+    try:
+        assert type(fork) is type(env) and fork.sandbox is not env.sandbox
+        assert fork.fork_divergence == [] and fork.messages == env.messages
+        assert fork.command_timeout_s == env.command_timeout_s and fork.task.task_id == env.task.task_id
+        # the same next actions give the same results, the shell's variables and cwd included
+        rest = [
+            call("execute_bash", command="echo $MARK; pwd; cat scratch/a.txt; ls scratch"),
+            call("read_file", path="scratch/a.txt"),
+        ]
+        assert [fork.step(a)[:4] for a in rest] == [env.step(a)[:4] for a in rest]
+        # isolation: what one writes, the other does not see
+        env.step(call("write_file", path="scratch/a.txt", content="parent\n"))
+        fork.step(call("execute_bash", command="echo fork >> scratch/a.txt"))
+        assert content(env.step(call("read_file", path="scratch/a.txt"))[0]) == "parent\n"
+        assert content(fork.step(call("read_file", path="scratch/a.txt"))[0]) == "one\nfork\n"
+        # the fork's record is whole and rebuilds its own transcript
+        record = json.loads(json.dumps(fork.trajectory()))
+        assert transcript(record) == fork.messages and len(record["steps"]) == fork.turn
+        assert record["steps"][1]["calls"][0]["arguments"] == {"path": "scratch/a.txt", "content": "one\n"}
+    finally:
+        fork.close()
+    parent = json.loads(json.dumps(env.trajectory()))
+    assert transcript(parent) == env.messages and parent["forks"][0]["at_step"] == 2
+    assert all(step["state_change"] is None for step in parent["steps"])
+
+
+def test_wall_clock_output_is_where_a_replayed_fork_diverges(bash_env):
+    env = bash_env
+    env.reset(seed=1, options={"family": "count_files"})
+    env.step(call("execute_bash", command="echo steady"))
+    env.step(call("execute_bash", command="date +%s%N"))
+    (fork,) = env.fork()
+    try:
+        assert fork.fork_divergence == [2]  # the clock moved; the transcript kept is the parent's
+        assert fork.messages == env.messages
+    finally:
+        fork.close()
+
+
+def test_code_fork_replays_the_interpreter_state(code_env):
+    env = code_env
+    env.reset(seed=0, options={"family": "implement"})
+    env.step(call("run_python", code="import math\nx = 41"))
+    fork_a, fork_b = env.fork(2)
+    try:
+        assert fork_a.fork_divergence == [] and fork_b.fork_divergence == []
+        env.step(call("run_python", code="x = 0"))
+        fork_b.step(call("run_python", code="x = 100"))
+        show = call("run_python", code="print(x + 1)")
+        assert content(fork_a.step(show)[0]) == "[exit code 0]\n42"
+        assert content(fork_b.step(show)[0]) == "[exit code 0]\n101"
+        assert content(env.step(show)[0]) == "[exit code 0]\n1"
+    finally:
+        fork_a.close()
+        fork_b.close()
+    env.step(call("finish", answer=""))
+    with pytest.raises(EpisodeOverError):
+        env.fork()
