@@ -7,16 +7,24 @@ and outcome) for its per-family table; the agents themselves read only the obser
 
 `play_episode` and `run_demo` only use the Gymnasium API and `(observation, info) -> action`
 policies, so the same code plays against an env served over HTTP.
+
+Every played episode's trajectory record (`agentrl.trajectory/1`, from the env or, over HTTP,
+from its server) can be written to a JSONL file (`--trajectories`); the oracle's successful
+episodes are also written from their records as OpenAI tool-call chat lines (`--sft`).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 Policy = Callable[[str, dict[str, Any]], str]
+# called after each episode with the agent's name, the env it played and `play_episode`'s transcript
+EpisodeHook = Callable[[str, Any, dict[str, Any]], None]
 
 
 def play_episode(
@@ -54,6 +62,7 @@ def run_demo(
     seed: int = 0,
     families: tuple[str, ...] = (),
     show: int = 1,
+    on_episode: EpisodeHook | None = None,
 ) -> dict[str, float]:
     """Play each policy on the same seeded episodes; print one transcript and a table of success rates."""
     from rich.console import Console
@@ -71,6 +80,8 @@ def run_demo(
             for i in track(range(episodes), description=f"{name:>8} agent", console=console):
                 options = {"family": families[i % len(families)]} if families else None
                 transcript = play_episode(env, factory(), seed + i, options)
+                if on_episode is not None:
+                    on_episode(name, env, transcript)
                 success = float(transcript["reward"] >= 1.0)
                 rewards.append(success)
                 family = (transcript["task"] or {}).get("family", "-")
@@ -92,6 +103,49 @@ def run_demo(
     table.add_row("[bold]all[/bold]", *[f"[bold]{rates[n]:.2f}[/bold]" for n in policies])
     console.print(table)
     return rates
+
+
+def episode_record(env: Any) -> dict[str, Any]:
+    """The trajectory record of the episode `env` holds: its own, or its server's for a `RemoteEnv`."""
+    from agentrl.client import RemoteEnv
+
+    if isinstance(env, RemoteEnv):
+        return env.client.trajectory(env.episode_id)
+    return env.trajectory()
+
+
+def chat_line(record: dict[str, Any], task: dict[str, Any] | None) -> dict[str, Any]:
+    """A Flights-v0 record as the OpenAI tool-call chat line `--sft` writes (`oracle.to_chat`)."""
+    from agentrl.flights.oracle import to_chat
+
+    steps = record["steps"]
+    episode = {
+        "task_text": record["observation"],
+        "steps": steps,
+        "reward": sum(step["reward"] for step in steps),
+        "task": task,
+    }
+    return to_chat(episode, record["tools"])
+
+
+class EpisodeFiles:
+    """The demo's outputs: every episode's record (JSONL) and the oracle's successes as chat lines."""
+
+    def __init__(self, trajectories: TextIO | None, sft: TextIO | None) -> None:
+        self.trajectories, self.sft = trajectories, sft
+        self.records = self.sft_lines = 0
+
+    def __call__(self, agent: str, env: Any, transcript: dict[str, Any]) -> None:
+        keep_sft = self.sft is not None and agent == "oracle" and transcript["reward"] >= 1.0
+        if self.trajectories is None and not keep_sft:
+            return
+        record = episode_record(env)
+        if self.trajectories is not None:
+            self.trajectories.write(json.dumps({**record, "agent": agent}, ensure_ascii=False) + "\n")
+            self.records += 1
+        if keep_sft:
+            self.sft.write(json.dumps(chat_line(record, transcript["task"]), ensure_ascii=False) + "\n")
+            self.sft_lines += 1
 
 
 def _print_transcript(console: Any, panel: Any, name: str, transcript: dict[str, Any]) -> None:
@@ -124,12 +178,12 @@ def _handler(args: argparse.Namespace) -> int:
     # the demo is the operator of its own server (or env): the per-family table needs the answer key
     operator = {"privileged_info": True}
 
-    if args.sft:
-        from agentrl.flights.oracle import export_oracle_jsonl
-
-        written = export_oracle_jsonl(args.sft, args.episodes, seed=args.seed, env_kwargs=kwargs)
-        print(f"wrote {written} oracle episodes as chat JSONL to {args.sft}")
     with contextlib.ExitStack() as stack:
+        opened = [
+            stack.enter_context(Path(path).open("w", encoding="utf-8")) if path else None
+            for path in (args.trajectories, args.sft)
+        ]
+        files = EpisodeFiles(*opened)
         base_url = args.base_url
         if base_url is None and not args.in_process:
             from agentrl.server.config import ServerConfig
@@ -145,7 +199,12 @@ def _handler(args: argparse.Namespace) -> int:
             episodes=args.episodes,
             seed=args.seed,
             families=tuple(args.families or ()),
+            on_episode=files,
         )
+    if args.trajectories:
+        print(f"wrote {files.records} trajectory records to {args.trajectories}")
+    if args.sft:
+        print(f"wrote {files.sft_lines} oracle episodes as chat JSONL to {args.sft}")
     return 0 if rates["oracle"] == 1.0 else 1
 
 
@@ -159,5 +218,8 @@ def add_cli(subparsers: Any) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--base-url", default=None, help="play against this agentrl server")
     where.add_argument("--in-process", action="store_true", help="play without a server")
-    parser.add_argument("--sft", metavar="PATH", help="also write oracle episodes as chat JSONL for SFT")
+    parser.add_argument(
+        "--trajectories", metavar="PATH", help="write every episode's trajectory record, one JSON a line"
+    )
+    parser.add_argument("--sft", metavar="PATH", help="write the oracle's successes as chat JSONL for SFT")
     parser.set_defaults(handler=_handler)
