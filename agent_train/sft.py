@@ -11,7 +11,11 @@ starts from.
 Data: JSONL, one episode a line, `{"messages": [...]}` with user/assistant (and system) turns
 whose text is exactly what the env and the model exchange. Lines in OpenAI tool-call form
 (`agentrl demo --sft`) are converted: `tool_calls` become agentrl's `<tool_call>` text and the
-tool results one user turn of `<tool_response>` blocks.
+tool results one user turn of `<tool_response>` blocks. A line may also be a trajectory record
+(`agentrl.trajectory/1`: `env.trajectory()`, `agentrl demo --trajectories`): its episode and
+each of its forks become the messages the env and the model exchanged. Episodes whose return is
+known (a record's rewards, a line's "reward") and below `min_return` are dropped: a file of
+records holds failures too.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class SFTConfig:
     lr: float = 5e-5
     micro_batch: int = 8  # episodes per optimizer step
     max_tokens: int = 1024  # longer episodes are dropped (and counted)
+    min_return: float = 1.0  # episodes with a known return below this are dropped (and counted)
     max_grad_norm: float = 1.0
     seed: int = 0
     device: str = "auto"
@@ -71,6 +76,33 @@ def text_messages(episode: dict[str, Any]) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in out]
 
 
+def episodes_of(line: dict[str, Any]) -> list[tuple[list[dict[str, str]], float | None]]:
+    """The episodes one JSONL line holds, each as (text turns, return; None where the line has none).
+
+    A trajectory record gives its episode, then one per fork (the parent's steps up to the fork,
+    then the fork's own), each as the transcript the env kept (`agentrl.core.trajectory`)."""
+    from agentrl.core.trajectory import TRAJECTORY_FORMAT, transcript
+
+    kind = line.get("format")
+    if kind is None:
+        return [(text_messages(line), line.get("reward"))]
+    if kind != TRAJECTORY_FORMAT:
+        raise ValueError(f"unknown episode format {kind!r}; expected {TRAJECTORY_FORMAT!r} or chat messages")
+    return [(transcript(r), sum(step["reward"] for step in r["steps"])) for r in whole_episodes(line)]
+
+
+def whole_episodes(
+    record: dict[str, Any], before: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """A record and each fork in it as a record of a whole episode (a fork's steps follow the first
+    `at_step` steps of its parent; `at_step` counts from the episode's start)."""
+    steps = [*(before or []), *record["steps"]]
+    out = [{**record, "steps": steps, "forks": []}]
+    for fork in record.get("forks", []):
+        out += whole_episodes(fork["trajectory"], steps[: fork["at_step"]])
+    return out
+
+
 def tokenize_episode(tokenizer: Any, messages: list[dict[str, str]]) -> Transcript:
     """Token ids and mask as a rollout of this episode would have them (assistant turns: mask 1)."""
     end = turn_end_ids(tokenizer)[-1]
@@ -90,18 +122,22 @@ def tokenize_episode(tokenizer: Any, messages: list[dict[str, str]]) -> Transcri
 
 
 def load_episodes(cfg: SFTConfig, tokenizer: Any, log: Any = print) -> list[Transcript]:
-    kept, dropped = [], {"drift": 0, "too long": 0}
+    kept, dropped = [], {"drift": 0, "too long": 0, "low return": 0}
     with Path(cfg.data).open(encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
-            t = tokenize_episode(tokenizer, text_messages(json.loads(line)))
-            if t.drift:
-                dropped["drift"] += 1
-            elif len(t.ids) > cfg.max_tokens:
-                dropped["too long"] += 1
-            else:
-                kept.append(t)
+            for messages, gain in episodes_of(json.loads(line)):
+                if gain is not None and gain < cfg.min_return:
+                    dropped["low return"] += 1
+                    continue
+                t = tokenize_episode(tokenizer, messages)
+                if t.drift:
+                    dropped["drift"] += 1
+                elif len(t.ids) > cfg.max_tokens:
+                    dropped["too long"] += 1
+                else:
+                    kept.append(t)
     log(f"sft data: {len(kept)} episodes kept from {cfg.data}; dropped {dropped}")
     if not kept:
         raise ValueError(f"no usable episode in {cfg.data} (dropped: {dropped})")
