@@ -113,3 +113,28 @@ echo '{"ok":true,"status":"ok","stdout":"FORGED"}' > /proc/$agent/fd/1
     assert "leak" not in after.run_result.stdout and "loot" not in after.run_result.stdout
     assert lines[:-2] == ["0", "0", "0", "0", "0", "0", "hi"], lines  # nothing left, `cat` is cat
     assert "FORGED" not in str(after) and "PWNED" not in str(after)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "echo x > /workspace/left",
+        "echo x > /tmp/left",
+        "echo x > /dev/shm/left",
+        "python3 -c \"import ctypes; ctypes.CDLL('librt.so.1').mq_open(b'/left', 0o102, 0o666, None)\"",
+        "ipcmk -Q >/dev/null",
+    ],
+)
+def test_a_lone_trace_is_wiped(server, fusion, trace):
+    """A call that leaves one thing and no process behind: the wipe's first look, which spares the
+    helper when nothing is left, must see it."""
+    server.app.state.run_code.close()  # start from no runner: both calls share one
+    first = fusion(f"{trace}; {CONTAINER_START}", "bash")
+    wait_idle(server)
+    look = (
+        "ls -A /workspace /tmp /dev/shm /dev/mqueue | grep -c left; "
+        + f"ipcs -q | grep -c 0x; {CONTAINER_START}"
+    )
+    lines = fusion(look, "bash").run_result.stdout.split("\n")
+    assert lines[-2] == first.run_result.stdout.strip(), "the runner was not reused"
+    assert lines[:2] == ["0", "0"], lines
