@@ -80,6 +80,8 @@ class FineAdapter:
         self.fine = False
 
     def __getattr__(self, name: str) -> Any:  # the wrapped policy's own state (feedback, records)
+        if name == "policy":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
         return getattr(self.policy, name)
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:

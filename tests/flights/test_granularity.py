@@ -14,7 +14,7 @@ from granularity_lengths import play_oracle
 from agentrl.flights.env import FlightsEnv
 from agentrl.flights.fine import HOLD_TURNS, PAGE_SIZE, FineFlightsEnv
 from agentrl.flights.granularity import GRANULARITIES
-from agentrl.flights.oracle import call, last_response
+from agentrl.flights.oracle import OraclePolicy, call, last_response
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
 COARSE = [
@@ -340,3 +340,50 @@ def test_skipping_the_policy_checks_never_pays_on_a_refused_request(make_flights
         for seed in sample_seeds("test", family, {"refused": 2})
     ]
     assert len(wins) == 2 * len(FAMILIES) and sum(wins) == 0.0
+
+
+@pytest.mark.parametrize("granularity", ["coarse", "fine"])
+def test_a_fork_keeps_the_level_and_its_open_holds(make_flights, granularity):
+    env = make_flights(granularity=granularity)
+    request = reset(env, "cheapest", "done")
+    if granularity == "fine":
+        hold = _quote_and_hold(env, request)
+        finish = [
+            call("confirm_hold", hold_id=hold["hold_id"], payment_method_id=request["payment_method_id"])
+        ]
+    else:
+        finish = [call("book_best", **_book_best(request))]
+    finish.append(call("finish", outcome="done"))
+    before = env.fingerprint()
+    (child,) = env.fork(1)
+    assert type(child) is type(env) and list(child.tools) == list(env.tools)
+    child_steps = [child.step(action) for action in finish]
+    assert env.fingerprint() == before  # the parent is untouched by its fork's booking
+    assert [env.step(action) for action in finish] == child_steps and child_steps[-1][1] == 1.0
+    child.close()
+
+
+def test_the_level_is_an_env_kwarg_over_http():
+    from support import AppServer
+
+    from agentrl.client import EnvClient, InvalidRequestError
+    from agentrl.server.app import create_app
+
+    with AppServer(create_app()) as server:
+        env = gym.make("agentrl/Flights-v0", base_url=server.url, granularity="coarse")
+        try:
+            seed = sample_seeds("train", "multi_pax", {"done": 1})[0]
+            observation, info = env.reset(seed=seed, options={"family": "multi_pax"})
+            assert [t["function"]["name"] for t in info["tools"]] == COARSE
+            policy, done, reward = OraclePolicy(), False, 0.0
+            while not done:
+                observation, reward, terminated, truncated, info = env.step(policy(observation, info))
+                done = terminated or truncated
+            assert reward == 1.0 and policy.granularity == "coarse"
+        finally:
+            env.close()
+        with (
+            EnvClient(server.url) as client,
+            pytest.raises(InvalidRequestError, match=r"400 env_rejected.*granularity must be one of"),
+        ):
+            client.create_episode("agentrl/Flights-v0", seed=0, env_kwargs={"granularity": "medium"})
