@@ -12,6 +12,7 @@ the determinism contract), so in a group only the policy's own randomness makes 
 the world's moves then differ with the path the policy takes.
 
     python bench/variance.py                  # 6 families x 8 tasks x G=8, six values of p
+    python bench/variance.py --granularity fine
     python bench/variance.py --quick          # seconds (CI)
 """
 
@@ -104,12 +105,17 @@ def rollout_seed(seed: int, family: str, task: int, member: int, p: float) -> in
 
 
 def study(
-    tasks: int, group: int, ps: tuple[float, ...], seed: int = 0, families: tuple[str, ...] = FAMILIES
+    tasks: int,
+    group: int,
+    ps: tuple[float, ...],
+    seed: int = 0,
+    families: tuple[str, ...] = FAMILIES,
+    granularity: str = "default",
 ) -> list[Cell]:
     """Every (world, policy, family) cell: `tasks` tasks per family, `group` rollouts per task."""
     cells = []
     for world, stochastic in WORLDS.items():
-        env = gym.make("agentrl/Flights-v0", stochastic=stochastic).unwrapped
+        env = gym.make("agentrl/Flights-v0", stochastic=stochastic, granularity=granularity).unwrapped
         try:
             for policy, p in [("oracle", 1.0), *(("noisy", p) for p in ps)]:
                 for family in families:
@@ -135,9 +141,10 @@ def study(
     return cells
 
 
-def print_tables(console: Console, cells: list[Cell], tasks: int, group: int) -> None:
+def print_tables(console: Console, cells: list[Cell], tasks: int, group: int, granularity: str) -> None:
     for world in WORLDS:
-        table = Table(title=f"Flights-v0, {world} world: {tasks} tasks x G={group} per family")
+        title = f"Flights-v0, {world} world, {granularity} granularity: {tasks} tasks x G={group} per family"
+        table = Table(title=title)
         for col in ("policy", "family", "mean reward", "within-group variance", "zero-variance groups"):
             table.add_column(col, justify="right")
         for cell in (c for c in cells if c.world == world):
@@ -193,6 +200,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8, help="rollouts per task (G)")
     parser.add_argument("--p", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 0.9, 0.95])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--granularity", choices=("coarse", "default", "fine"), default="default")
     parser.add_argument("--png", default="variance.png", help="where the figure goes")
     parser.add_argument("--quick", action="store_true", help="2 tasks x G=4, p in 0, 0.8 (CI)")
     args = parser.parse_args()
@@ -200,9 +208,9 @@ def main() -> None:
         args.tasks, args.group, args.p = 2, 4, [0.0, 0.8]
     console = Console(width=120)
     start = time.perf_counter()
-    cells = study(args.tasks, args.group, tuple(args.p), args.seed)
+    cells = study(args.tasks, args.group, tuple(args.p), args.seed, granularity=args.granularity)
     wall = time.perf_counter() - start
-    print_tables(console, cells, args.tasks, args.group)
+    print_tables(console, cells, args.tasks, args.group, args.granularity)
     png = plot(cells, Path(args.png))
     episodes = sum(len(c.groups) * args.group for c in cells)
     console.print(f"{episodes} episodes in {wall:.1f} s wall; figure: {png}")
