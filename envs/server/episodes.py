@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -82,6 +83,8 @@ def _build_and_reset(
     env_id: str, env_kwargs: dict[str, Any], seed: int | None, options: dict[str, Any] | None
 ) -> tuple[gym.Env, dict[str, Any]]:
     env = load_env_class(env_id)(**env_kwargs)
+    if (registered := gym.registry.get(env_id)) is not None:  # the id, as `gym.make` sets it: records name it
+        env.spec = dataclasses.replace(registered, kwargs=dict(env_kwargs))
     try:
         observation, info = env.reset(seed=seed, options=options)
         return env, {"observation": observation, "info": info}

@@ -94,7 +94,7 @@ def play_and_fork(client: EnvClient, case: Case) -> dict[str, Any]:
     assert [client.step(reference.episode_id, a) for a in actions] == results
     client.close_episode(reference.episode_id)
     return {"parent": parent, "same": same.episode_id, "other": other.episode_id, "actions": actions,
-            "results": results, "detour": detour}
+            "results": results, "detour": detour, "first": first}
 
 
 def check_record(client: EnvClient, case: Case, played: dict[str, Any]) -> None:
@@ -102,6 +102,9 @@ def check_record(client: EnvClient, case: Case, played: dict[str, Any]) -> None:
     record = client.trajectory(played["parent"])
     assert json.loads(json.dumps(record)) == record
     assert record["format"] == "agentrl.trajectory/1" and record["seed"] == case.seed
+    first = played["first"]
+    assert record["env_id"] == case.env_id and record["task_id"] == first.info.get("task_id")
+    assert record["observation"] == first.observation
     steps = record["steps"]
     assert [s["action"] for s in steps] == played["actions"]
     assert [s["observation"] for s in steps] == [r.observation for r in played["results"]]
