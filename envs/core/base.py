@@ -21,7 +21,7 @@ from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
 from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
-from agentrl.core.trajectory import Trace, call_record, record
+from agentrl.core.trajectory import StateChange, Trace, call_record, record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -115,8 +115,9 @@ class TextEnv(gym.Env[str, str]):
         """Reward for the state the episode was left in when `max_turns` ran out."""
         return 0.0
 
-    def _state_change(self) -> dict[str, Any] | None:
-        """What the step just taken changed in the world's state; None for envs without a database."""
+    def _state_change(self) -> dict[str, Any] | StateChange | None:
+        """What the step just taken changed in the world's state (decoded when a record is built, see
+        `trajectory.StateChange`); None for envs without a database."""
         return None
 
     def _trace_tools(self) -> list[dict[str, Any]]:

@@ -22,6 +22,13 @@ def call_record(name: str | None, arguments: dict[str, Any] | None, ok: bool, re
     return {"name": name, "arguments": arguments, "ok": ok, "result": result}
 
 
+class StateChange(Protocol):
+    """A step's change of the world kept as the env read it, decoded only when a record is built: a
+    step must stay cheap, and decoding (JSON rows, for Flights-v0) costs more than reading."""
+
+    def decode(self) -> dict[str, Any]: ...
+
+
 @dataclass
 class Trace:
     """The record of one episode as it grows: the header at reset, then one dict per step.
@@ -43,7 +50,7 @@ class Trace:
         reward: float,
         terminated: bool,
         truncated: bool,
-        state_change: dict[str, Any] | None,
+        state_change: dict[str, Any] | StateChange | None,
     ) -> None:
         self.steps.append(
             {
@@ -83,9 +90,17 @@ def record(env: Traced, since: int = 0) -> dict[str, Any]:
         "seed": trace.seed,
         "observation": trace.observation,
         "tools": copy.deepcopy(trace.tools),
-        "steps": copy.deepcopy(trace.steps[since:]),
+        "steps": [_step_record(step) for step in trace.steps[since:]],
         "forks": [{"at_step": k, "trajectory": record(child, since=k)} for k, child in env._forks],
     }
+
+
+def _step_record(step: dict[str, Any]) -> dict[str, Any]:
+    change = step["state_change"]
+    out = copy.deepcopy({**step, "state_change": None})
+    if change is not None:
+        out["state_change"] = copy.deepcopy(change) if isinstance(change, dict) else change.decode()
+    return out
 
 
 def transcript(trajectory: dict[str, Any]) -> list[dict[str, str]]:

@@ -1,8 +1,9 @@
 """The rows each step of a Flights-v0 episode inserts, updates and deletes.
 
 Triggers on every table of the world append each change, as JSON, to the `agentrl_changes` table;
-the env reads the new entries once per step (`ChangeLog.take`). They catch every write, whichever
-way a tool makes it (ORM objects or Core statements). The triggers and the (empty) table are part of
+the env reads the new entries once per step (`ChangeLog.take`) and decodes them only when a
+trajectory record is built (`RowChanges.decode`). They catch every write, whichever way a tool makes
+it (ORM objects or Core statements). The triggers and the (empty) table are part of
 the world's template database, so the page copy of each reset and of each fork brings them along and
 no episode pays for creating them; the verifier and `fingerprint` read the world's own tables only,
 so the log never enters a judgement.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from agentrl.flights import models as m
@@ -47,21 +49,18 @@ CHANGE_TRIGGERS = _triggers()
 _SINCE = f"SELECT id, tbl, op, old, new FROM {TABLE} WHERE id > ? ORDER BY id"
 
 
-class ChangeLog:
-    """Where an episode is in its database's change table: the id of the last change handed out.
+@dataclass(frozen=True)
+class RowChanges:
+    """The change-log entries of one step, as read: (table, op, old JSON, new JSON) each."""
 
-    A plain number, so a fork's deep copy continues from where its parent was."""
+    entries: tuple[tuple[str, str, str | None, str | None], ...] = ()
 
-    def __init__(self) -> None:
-        self.mark = 0
-
-    def take(self, conn: sqlite3.Connection) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        """The changes since the last call: {"inserted": {table: [row]}, "updated": {table:
-        [{"before": row, "after": row}]}, "deleted": {table: [row]}}, rows as SQLite stores them
-        (booleans as 0 / 1); an update that changed nothing is left out."""
+    def decode(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """{"inserted": {table: [row]}, "updated": {table: [{"before": row, "after": row}]},
+        "deleted": {table: [row]}}, rows as SQLite stores them (booleans as 0 / 1); an update that
+        changed nothing is left out."""
         change: dict[str, dict[str, list[dict[str, Any]]]] = {"inserted": {}, "updated": {}, "deleted": {}}
-        rows = conn.execute(_SINCE, (self.mark,)).fetchall()
-        for _id, table, op, old, new in rows:
+        for table, op, old, new in self.entries:
             if op == "insert":
                 change["inserted"].setdefault(table, []).append(json.loads(new))
             elif op == "delete":
@@ -69,6 +68,33 @@ class ChangeLog:
             elif old != new:
                 pair = {"before": json.loads(old), "after": json.loads(new)}
                 change["updated"].setdefault(table, []).append(pair)
-        if rows:
-            self.mark = rows[-1][0]
         return change
+
+
+NO_CHANGE = RowChanges()
+
+
+class ChangeLog:
+    """Where an episode is in its database's change table: the id of the last change handed out,
+    and the connection's count of changed rows then (a step that wrote nothing skips the query).
+
+    Plain numbers, so a fork's deep copy continues from where its parent was (`rebind` then sets the
+    count of the fork's own connection)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.mark = 0
+        self.rebind(conn)
+
+    def rebind(self, conn: sqlite3.Connection) -> None:
+        self.total = conn.total_changes
+
+    def take(self, conn: sqlite3.Connection) -> RowChanges:
+        """The changes since the last call."""
+        if conn.total_changes == self.total:
+            return NO_CHANGE
+        self.total = conn.total_changes
+        rows = conn.execute(_SINCE, (self.mark,)).fetchall()
+        if not rows:
+            return NO_CHANGE
+        self.mark = rows[-1][0]
+        return RowChanges(tuple(row[1:] for row in rows))

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy.orm import Session
 
-from agentrl.flights.changes import ChangeLog
+from agentrl.flights.changes import ChangeLog, RowChanges
 from agentrl.flights.world import new_engine
 
 
@@ -27,10 +27,10 @@ class EpisodeDatabase:
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         begun = super()._begin(options)  # type: ignore[misc]
-        self._changes = ChangeLog()  # the reset copied in the template, whose change table is empty
+        self._changes = ChangeLog(self._raw)  # the reset copied in the template: an empty change table
         return begun
 
-    def _state_change(self) -> dict[str, Any] | None:
+    def _state_change(self) -> RowChanges:
         return self._changes.take(self._raw)
 
     def _fork_resources(self, child: Any) -> None:
@@ -39,3 +39,4 @@ class EpisodeDatabase:
         child._raw = child._engine.raw_connection().driver_connection
         child.session = Session(child._engine, expire_on_commit=False)
         child._raw.deserialize(self._raw.serialize())
+        child._changes.rebind(child._raw)
