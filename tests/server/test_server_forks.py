@@ -109,6 +109,41 @@ def test_async_forks_step_side_by_side_with_their_parent(base_url, name):
     asyncio.run(main())
 
 
+def test_forks_taken_while_steps_run_see_a_whole_number_of_steps(base_url):
+    """Forks asked for between a parent's steps in flight copy the state after some step, never
+    during one: each fork's latest observation and record match the parent's at its `turns`."""
+
+    async def main() -> None:
+        async with AsyncEnvClient(base_url, retry=NO_RETRY) as aclient:
+            first = await aclient.create_episode(ECHO, seed=0, env_kwargs={"max_turns": 100})
+            eid = first.episode_id
+
+            async def stepper() -> None:
+                for i in range(20):
+                    await aclient.step(eid, call("echo", text=f"step {i}"))
+
+            async def forker() -> list:
+                made = []
+                for _ in range(5):
+                    made += await aclient.fork_episode(eid, 2)
+                return made
+
+            _, forks = await asyncio.gather(stepper(), forker())
+            record = await aclient.trajectory(eid)
+            assert len(record["steps"]) == 20 and len(record["forks"]) == len(forks) == 10
+            for fork in forks:
+                k = fork.turns
+                latest = record["steps"][k - 1]["observation"] if k else first.observation
+                assert fork.observation == latest
+                own = await aclient.trajectory(fork.episode_id)
+                assert own["steps"] == record["steps"][:k]
+                await aclient.close_episode(fork.episode_id)
+            assert sorted(f["at_step"] for f in record["forks"]) == sorted(f.turns for f in forks)
+            await aclient.close_episode(eid)
+
+    asyncio.run(main())
+
+
 def test_remote_env_forks_own_their_episodes(base_url):
     parent = gym.make(ECHO, base_url=base_url).unwrapped
     try:
