@@ -64,6 +64,25 @@ def test_a_fork_at_any_step_continues_exactly_as_the_parent(make_flights, stocha
         assert not any(moved.values()), moved
 
 
+@pytest.mark.parametrize("granularity", ["coarse", "fine"])
+def test_forks_continue_exactly_at_every_granularity(make_flights, granularity):
+    """Fine steps hold a seat before confirming it, coarse ones book in one call: whatever state a
+    level keeps between steps, a fork carries it."""
+    env = make_flights(granularity=granularity, stochastic=True)
+    for seed, family in [(2, "cancel_rebook"), (4, "seat")]:
+        actions, results = oracle_run(env, seed, family)
+        assert results[-1][1] == 1.0
+        for k in range(len(actions)):
+            env.reset(seed=seed, options={"family": family})
+            for action in actions[:k]:
+                env.step(action)
+            (fork,) = env.fork()
+            assert type(fork) is type(env)
+            assert [env.step(a) for a in actions[k:]] == results[k:], (granularity, seed, family, k)
+            assert [fork.step(a) for a in actions[k:]] == results[k:], (granularity, seed, family, k)
+            fork.close()
+
+
 def test_forks_are_isolated_from_each_other_and_from_the_parent(make_flights):
     env = make_flights()
     actions, _results = oracle_run(env, 4, "cheapest")
