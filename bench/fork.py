@@ -106,8 +106,9 @@ def in_process(subject: Subject, depth: int, reps: int, seed: int = 0) -> tuple[
 
 
 def over_http(client: EnvClient, subject: Subject, depth: int, reps: int,
-              seed: int = 0) -> tuple[list[float], list[float]]:
-    """The same over HTTP: `POST .../fork` against a new episode replaying the actions."""
+              seed: int = 0) -> tuple[list[float], list[float], list[float]]:
+    """The same over HTTP: `POST .../fork` against a new episode replaying the actions; and the
+    round trip of a call that does no work (`GET` the episode's status), the floor under both."""
     first = client.create_episode(subject.env_id, seed=seed, options=subject.options,
                                   env_kwargs=subject.kwargs)
     actions = [subject.actions(first.observation, first.info, n) for n in range(depth)]
@@ -129,8 +130,9 @@ def over_http(client: EnvClient, subject: Subject, depth: int, reps: int,
         client.close_episode(fresh.episode_id)
 
     replays = [timed(replay) for _ in range(reps)]
+    trips = [timed(lambda: client.episode_status(first.episode_id)) for _ in range(reps)]
     client.close_episode(first.episode_id)
-    return forks, replays
+    return forks, replays, trips
 
 
 def docker_running() -> bool:
@@ -157,11 +159,12 @@ def main() -> None:
     if args.quick:
         args.depths, args.reps, args.docker_reps = [2, 8], 3, 1
     SUBJECTS["Search-v0"].kwargs["world_passages"] = 600 if args.quick else 10_000
-    console = Console(width=120)
+    console = Console(width=130)
     docker = docker_running()
     names = [n for n in args.envs if docker or not SUBJECTS[n].docker]
     table = Table(title="Fork latency: one fork against reset-and-replay (median ms)")
-    for col in ("env", "depth", "fork", "reset + replay", "ratio", "fork HTTP", "replay HTTP", "ratio HTTP"):
+    for col in ("env", "depth", "fork", "reset + replay", "ratio", "fork HTTP", "replay HTTP", "ratio HTTP",
+                "HTTP round trip"):
         table.add_column(col, justify="right")
     with serve_in_thread(ServerConfig(max_episodes=64)) as url, EnvClient(url, timeout=300) as client:
         for name in names:
@@ -170,14 +173,16 @@ def main() -> None:
             for depth in args.depths:
                 with console.status(f"{name}, depth {depth}"):
                     local_fork, local_replay = map(median_ms, in_process(subject, depth, reps))
-                    http_fork, http_replay = map(median_ms, over_http(client, subject, depth, reps))
+                    http_fork, http_replay, trip = map(median_ms, over_http(client, subject, depth, reps))
                 table.add_row(name, str(depth), f"{local_fork:.2f}", f"{local_replay:.2f}",
                               f"{local_replay / local_fork:.1f}x", f"{http_fork:.2f}", f"{http_replay:.2f}",
-                              f"{http_replay / http_fork:.1f}x")
+                              f"{http_replay / http_fork:.1f}x", f"{trip:.2f}")
     console.print(table)
     if not docker:
         console.print("Bash-v0 and Code-v0 left out: the Docker engine is not running")
-    console.print(f"ratio: reset-and-replay time / fork time. machine: {machine()}")
+    console.print("ratio: reset-and-replay time / fork time; HTTP round trip: GET of the episode's status, "
+                  "the floor under every HTTP figure")
+    console.print(f"machine: {machine()}")
 
 
 if __name__ == "__main__":
