@@ -20,13 +20,12 @@ Likewise time spent runnable but off the CPU (a busy machine running other proce
 out of the wall time where Linux reports it (`/proc/thread-self/schedstat`), or CPU-bound work on
 a loaded machine would look like waiting too.
 
-Calls measured short (under `inline_below_s` each, whether they compute or wait), and calls shorter
-than a pack that mostly compute, run on the event loop itself, a pack per loop iteration: handing
-them to a thread and back costs more than they do, and the GIL would run them one at a time
-anyway. The loop still polls its sockets between packs, so no pack holds it longer than about
-`target_s`. A caller may also run a call of such a kind itself, right where it is, and report the
-time it took (`ran_inline`): the episode registry does so for steps, which saves a future, a
-callback and a task wake-up per step.
+Calls measured short (under `inline_below_s` each, whether they compute or wait) run on the event
+loop itself, a pack per loop iteration: handing them to a thread and back costs more than they do,
+and the GIL would mostly run them one at a time anyway. The loop still polls its sockets between
+packs, so no pack holds it longer than about `target_s`. A caller may also run a call of a kind
+measured short itself, right where it is, and report the time it took (`ran_inline`): the episode
+registry does so for steps, which saves a future, a callback and a task wake-up per step.
 """
 
 from __future__ import annotations
@@ -48,7 +47,6 @@ _Outcome = tuple[asyncio.Future, Any, BaseException | None]
 MIN_SAMPLES = 3
 COST_WINDOW = 9  # packs whose median is a kind's cost
 MOSTLY_WAITING = 0.25  # CPU share under which calls of a kind get more than one thread
-COMPUTING = 0.5  # CPU share from which calls shorter than a slice run on the event loop
 RESAMPLE_EVERY = 64
 
 
@@ -105,16 +103,11 @@ class PackedExecutor:
         return max(1, min(self.workers, round(1 / max(share, 1 / self.workers))))
 
     def inline(self, kind: str) -> bool:
-        """Whether calls of `kind` run on the event loop: measured short, or shorter than a slice
-        (`target_s`) and mostly computing. A thread would run those no sooner (the GIL runs one at a
-        time), while the hop and the GIL's hand-overs cost CPU and, on a busy machine, milliseconds
-        of waiting for the OS to run the other thread; the loop still polls between them."""
+        """Whether calls of `kind` run on the event loop: measured short. Longer calls that mostly
+        compute stay in a thread too: served Flights-v0 at 1 to 3 ms a step (a busy machine) ran at
+        a third of the rate when run on the loop instead, for reasons not pinned down yet."""
         cost = self.cost.get(kind)
-        if cost is None:
-            return False
-        return cost < self.inline_below_s or (
-            cost < self.target_s and self._samples.get(kind, 0) >= MIN_SAMPLES
-            and self.cpu_share.get(kind, 0.0) >= COMPUTING)
+        return cost is not None and cost < self.inline_below_s
 
     def ran_inline(self, kind: str, seconds: float) -> None:
         """Count one call of `kind` that a caller ran on the loop itself, because `inline(kind)` said

@@ -122,26 +122,3 @@ def test_short_calls_run_on_the_event_loop_and_long_ones_do_not():
     assert quick_inline and set(quick) == {loop_thread}
     assert not nap_inline and loop_thread not in napping
 
-
-def test_computing_calls_shorter_than_a_slice_run_on_the_event_loop():
-    import threading
-
-    def spin(_: int) -> int:  # about 1 ms of CPU: over `inline_below_s`, under the slice
-        end = time.thread_time() + 0.001
-        while time.thread_time() < end:
-            pass
-        return threading.get_ident()
-
-    async def main():
-        ex = PackedExecutor(workers=4, target_s=0.05)  # a slice that a busy machine cannot overrun
-        loop_thread = threading.get_ident()
-        for _ in range(50):  # measured first, in threads, a pack alone at a time
-            await ex.run("spin", spin, 0)
-            if ex.inline("spin"):
-                break
-        spun = await asyncio.gather(*(ex.run("spin", spin, i) for i in range(10)))
-        ex.shutdown()
-        return loop_thread, spun, ex.cost["spin"], ex.inline("spin")
-
-    loop_thread, spun, cost, inline = asyncio.run(main())
-    assert cost > 0.0005 and inline and set(spun) == {loop_thread}
