@@ -7,9 +7,10 @@ p, otherwise a plausible wrong one), on the deterministic world and on the stoch
 busy service, fare changes), and prints per family the mean reward, the mean within-group reward
 variance and the fraction of zero-variance groups, with a PNG of both against p.
 
-A task's stochastic world is itself seeded by the task (same seed, same world, same observations:
-the determinism contract), so in a group only the policy's own randomness makes rollouts differ;
-the world's moves then differ with the path the policy takes.
+On the stochastic world each member of a group meets its own moving world: same task (same seed,
+same `task_id`), reset option `world_seed=g` for member g, so churn and busy answers differ across
+the group while every run stays reproducible. On the deterministic world only the policy's own
+randomness makes rollouts differ.
 
     python bench/variance.py                  # 6 families x 8 tasks x G=8, six values of p
     python bench/variance.py --granularity fine
@@ -88,8 +89,11 @@ class Cell:
         return float(np.mean([np.ptp(g) == 0.0 for g in self.groups]))
 
 
-def play(env: Any, policy: Any, seed: int, family: str) -> float:
-    observation, info = env.reset(seed=seed, options={"family": family})
+def play(env: Any, policy: Any, seed: int, family: str, world_seed: int | None) -> float:
+    options: dict[str, Any] = {"family": family}
+    if world_seed is not None:
+        options["world_seed"] = world_seed
+    observation, info = env.reset(seed=seed, options=options)
     total, done = 0.0, False
     while not done:
         observation, reward, terminated, truncated, info = env.step(policy(observation, info))
@@ -131,6 +135,7 @@ def study(
                                     else NoisyOracle(p, rollout_seed(seed, family, task, g, p)),
                                     task_seed,
                                     family,
+                                    g if stochastic else None,
                                 )
                                 for g in range(group)
                             )

@@ -131,8 +131,12 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         return super().reset(seed=seed, options=options)
 
     def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        if unknown := set(options) - set(self.task_fields):
-            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {self.task_fields}")
+        known = (*self.task_fields, "world_seed")
+        if unknown := set(options) - set(known):
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {known}")
+        world_seed = options.get("world_seed")
+        if world_seed is not None and (type(world_seed) is not int or world_seed < 0):
+            raise ValueError(f"world_seed must be a non-negative integer, not {world_seed!r}")
         family = options.get("family") or self.families[int(self.np_random.integers(len(self.families)))]
         level = int(options.get("level") or self.levels[int(self.np_random.integers(len(self.levels)))])
         split = options.get("split", self.split)
@@ -141,7 +145,10 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.world, self.task = TASKS.get(split, index, self.days, family, level, self.fare_changes)
         self.session.close()
         WORLDS.copy_into(self.world, self._raw)
-        self._rng = np.random.default_rng([index, SPLITS.index(split), 31337])
+        # the moving world's own stream: the task's by default, or one of many for the same task
+        # (`world_seed`), so that a group of rollouts of one task can meet different worlds
+        words = [index, SPLITS.index(split), 31337] + ([] if world_seed is None else [world_seed])
+        self._rng = np.random.default_rng(words)
         self._last_search: list[int] = []
         self._pnrs = set(self.world.bookings)
         self._was_busy = False
