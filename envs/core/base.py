@@ -136,11 +136,12 @@ class TextEnv(gym.Env[str, str]):
             self.np_random.bit_generator.state = self._pending_rng_state
             self._pending_rng_state = None
         self.turn = 0
-        self._over = False
+        self._over = True  # until the world is built: a failed reset leaves no episode to step or fork
         self._forks = []
         self.fork_divergence = []
         log = EpisodeLog(seed, copy.deepcopy(options or {}), self.np_random.bit_generator.state)
         observation, info = self._begin(dict(options or {}))
+        self._over = False
         observation = utf8_safe(clip_text(observation, self.observation_space.max_length))
         self.messages = [{"role": "user", "content": observation}]
         info.setdefault("turn", 0)

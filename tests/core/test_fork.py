@@ -28,6 +28,8 @@ class DiceEnv(TextEnv):
         self.sides = sides
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if options.get("fail"):
+            raise ValueError("no such game")
         self.rolls = [int(self.np_random.integers(self.sides))]
         return f"first roll {self.rolls[0]}; say 'roll' or 'stop'", {}
 
@@ -146,3 +148,15 @@ def test_a_fork_of_a_fork_continues_exactly():
     (grandchild,) = child.fork()
     assert play(grandchild, ["roll", "stop"]) == play(child, ["roll", "stop"])
     assert env.turn == 1 and not env.episode_over
+
+
+def test_a_failed_reset_leaves_no_episode_to_step_or_fork():
+    env = DiceEnv()
+    env.reset(seed=1)
+    env.step("roll")
+    with pytest.raises(ValueError, match="no such game"):
+        env.reset(options={"fail": True})
+    with pytest.raises(EpisodeOverError):
+        env.step("roll")
+    with pytest.raises(EpisodeOverError):
+        env.fork()
