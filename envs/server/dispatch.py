@@ -105,7 +105,9 @@ class PackedExecutor:
     def inline(self, kind: str) -> bool:
         """Whether calls of `kind` run on the event loop: measured short. Longer calls that mostly
         compute stay in a thread too: served Flights-v0 at 1 to 3 ms a step (a busy machine) ran at
-        a third of the rate when run on the loop instead, for reasons not pinned down yet."""
+        a third of the rate when run on the loop instead, most likely because Linux shares a busy
+        core between threads, not processes, so that a loop and a worker get more of it than a loop
+        alone (every call in the loop thread, dict lookups included, ran several times slower)."""
         cost = self.cost.get(kind)
         return cost is not None and cost < self.inline_below_s
 
