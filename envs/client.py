@@ -461,6 +461,8 @@ class RemoteEnv(gym.Env[str, str]):
             created = self.client.create_episode(self.env_id, seed=seed, options=options,
                                                  env_kwargs=self.env_kwargs)
             self.episode_id = created.episode_id
+        # the episode's own tools: env kwargs (a Flights granularity) may change the default set
+        self.tools = created.info.get("tools", self.tools)
         return created.observation, created.info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -474,6 +476,12 @@ class RemoteEnv(gym.Env[str, str]):
         if self.episode_id is None:
             raise EpisodeOverError(409, ErrorCode.EPISODE_OVER, "call reset() before fork()")
         return [self._child(made.episode_id) for made in self.client.fork_episode(self.episode_id, n)]
+
+    def trajectory(self) -> dict[str, Any]:
+        """The episode's `agentrl.trajectory/1` record, forks included (see `TextEnv.trajectory`)."""
+        if self.episode_id is None:
+            raise EpisodeOverError(409, ErrorCode.EPISODE_OVER, "call reset() before trajectory()")
+        return self.client.trajectory(self.episode_id)
 
     def _child(self, episode_id: str) -> RemoteEnv:
         child = copy.copy(self)

@@ -107,11 +107,7 @@ def run_demo(
 
 def episode_record(env: Any) -> dict[str, Any]:
     """The trajectory record of the episode `env` holds: its own, or its server's for a `RemoteEnv`."""
-    from agentrl.client import RemoteEnv
-
-    if isinstance(env, RemoteEnv):
-        return env.client.trajectory(env.episode_id)
-    return env.trajectory()
+    return env.unwrapped.trajectory()
 
 
 def chat_line(record: dict[str, Any], task: dict[str, Any] | None) -> dict[str, Any]:

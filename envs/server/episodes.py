@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import math
 import time
@@ -25,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentrl.core import EpisodeOverError, StepResult
-from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
+from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor
 from agentrl.server.metrics import Metrics
@@ -82,9 +81,7 @@ class Episode:
 def _build_and_reset(
     env_id: str, env_kwargs: dict[str, Any], seed: int | None, options: dict[str, Any] | None
 ) -> tuple[gym.Env, dict[str, Any]]:
-    env = load_env_class(env_id)(**env_kwargs)
-    if (registered := gym.registry.get(env_id)) is not None:  # the id, as `gym.make` sets it: records name it
-        env.spec = dataclasses.replace(registered, kwargs=dict(env_kwargs))
+    env = make_env(env_id, **env_kwargs)
     try:
         observation, info = env.reset(seed=seed, options=options)
         return env, {"observation": observation, "info": info}

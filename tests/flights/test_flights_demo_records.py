@@ -27,8 +27,9 @@ def test_demo_writes_records_in_process_and_over_http_alike(tmp_path, capsys):
     assert returns[:3] == [1.0] * 3 and sum(returns[3:]) < 3
     assert [r["seed"] for r in records] == [4, 5, 6] * 2
     assert any(call["name"] for r in records for step in r["steps"] for call in step["calls"])
-    # the server plays the same seeds to the same records (the env's id is where it was built)
-    assert [{**r, "env_id": None} for r in lines(served)] == [{**r, "env_id": None} for r in records]
+    # the server plays the same seeds to the same records, under the same env id
+    assert {r["env_id"] for r in records} == {"agentrl/Flights-v0"}
+    assert lines(served) == records
 
 
 def test_sft_lines_from_records_are_the_oracle_export(tmp_path):
