@@ -13,14 +13,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from agentrl.core import ToolEnv, ToolError, tool
-from agentrl.flights import models as m
 from agentrl.flights.episode import EpisodeDatabase
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
-from agentrl.flights.queries import PASSENGER, PASSENGER_PNRS, PAYMENT_METHODS, WorldQueries
+from agentrl.flights.queries import (
+    ADD_BOOKING,
+    CANCEL,
+    FLIGHT_FARES,
+    METHOD,
+    MOVE,
+    PASSENGER_PNRS,
+    PAYMENT_METHODS,
+    SET_PRICE,
+    WorldQueries,
+)
 from agentrl.flights.schemas import (
     BookArgs,
     BookingArgs,
@@ -216,18 +224,14 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         if len(free[position]) <= 1:
             return
         seat_no = free[position][int(self._rng.integers(len(free[position])))]
-        self.session.add(
-            m.OccupiedSeat(
-                flight_id=flight_id, seat_no=seat_no, cabin=cabin, position=position, source="churn"
-            )
-        )
+        self._occupy(flight_id, seat_no, cabin, "churn", None)
         self.session.commit()
 
     def _maybe_change_fare(self) -> None:
         if self.task.fare_change and not self._fare_changed:
             flight_id, cabin, price = self.task.fare_change
             self._fare_changed = True
-            self.session.get(m.Fare, (flight_id, cabin)).price = price
+            self._conn.execute(SET_PRICE, {"at_flight": flight_id, "at_cabin": cabin, "new_price": price})
             self.session.commit()
             raise ToolError(
                 "fares on this route changed since your search; nothing was booked or changed. "
@@ -281,7 +285,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._service()
         flight = self._flight(args.flight_id)
         summary = self._summaries([flight.id])[0]
-        for fare in self.session.scalars(select(m.Fare).where(m.Fare.flight_id == flight.id)):
+        for fare in self._conn.execute(FLIGHT_FARES, {"flight_id": flight.id}):
             summary["fares"][fare.cabin].update(
                 refund_pct=fare.refund_pct, change_fee=fare.change_fee, changeable=fare.changeable
             )
@@ -305,21 +309,21 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     @tool("A passenger's profile: payment methods with balances, and bookings.")
     def get_passenger(self, args: PassengerArgs) -> dict[str, Any]:
         self._service()
-        # statements built once, plain rows: most of this tool's cost was building and loading ORM objects
-        conn = self.session.connection()
-        passenger = conn.execute(PASSENGER, {"passenger_id": args.passenger_id}).first()
+        # the profile never changes during an episode (the world's row); balances and bookings do
+        passenger = self.world.passengers.get(args.passenger_id)
         if passenger is None:
             raise ToolError(f"no passenger {args.passenger_id!r}")
-        methods = conn.execute(PAYMENT_METHODS, {"passenger_id": passenger.id})
-        pnrs = conn.scalars(PASSENGER_PNRS, {"passenger_id": passenger.id})
-        if not self.task.request["pnr"] and passenger.id == self.task.request["passengers"][0]:
+        pid = passenger["id"]
+        methods = self._conn.execute(PAYMENT_METHODS, {"passenger_id": pid}).all()
+        pnrs = self._conn.execute(PASSENGER_PNRS, {"passenger_id": pid}).scalars().all()
+        if not self.task.request["pnr"] and pid == self.task.request["passengers"][0]:
             self._mark("looked_up_customer")
         return {
-            "passenger_id": passenger.id,
-            "name": passenger.name,
-            "email": passenger.email,
+            "passenger_id": pid,
+            "name": passenger["name"],
+            "email": passenger["email"],
             "payment_methods": [{"id": p.id, "kind": p.kind, "balance": p.balance} for p in methods],
-            "bookings": list(pnrs),
+            "bookings": pnrs,
         }
 
     @tool(
@@ -343,20 +347,23 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
                 "pay with a method of one of its passengers"
             )
         self._maybe_change_fare()
-        price = self.session.get(m.Fare, (flight.id, args.cabin)).price
+        price = self._fare(flight.id, args.cabin).price
         seats = self._pick_seat(
             flight.id, args.cabin, args.seat, args.seat_preference, len(args.passenger_ids)
         )
         pm = self._payment_method(args.payment_method_id, price * len(args.passenger_ids))
-        made = []
+        made, rows = [], []
         for pid, seat_no in zip(args.passenger_ids, seats, strict=True):
             pnr = new_pnr(self._rng)
             while pnr in self._pnrs:
                 pnr = new_pnr(self._rng)
             self._pnrs.add(pnr)
             position = SEAT_INFO[flight.aircraft][seat_no][4]
-            self.session.add(
-                m.Booking(
+            made.append(
+                {"pnr": pnr, "passenger_id": pid, "seat": seat_no, "position": position, "fare_paid": price}
+            )
+            rows.append(
+                dict(
                     pnr=pnr,
                     passenger_id=pid,
                     flight_id=flight.id,
@@ -367,20 +374,11 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
                     status="confirmed",
                 )
             )
-            self.session.add(
-                m.OccupiedSeat(
-                    flight_id=flight.id,
-                    seat_no=seat_no,
-                    cabin=args.cabin,
-                    position=position,
-                    source="booking",
-                    pnr=pnr,
-                )
-            )
-            self._charge(pm, pnr, "fare", price)
-            made.append(
-                {"pnr": pnr, "passenger_id": pid, "seat": seat_no, "position": position, "fare_paid": price}
-            )
+        # in the order the ORM wrote them: the bookings, their seats, the ledger, the balance
+        self._conn.execute(ADD_BOOKING, rows)
+        for b in made:
+            self._occupy(flight.id, b["seat"], args.cabin, "booking", b["pnr"])
+        balance = self._charge(pm, [(b["pnr"], "fare", price) for b in made])
         self.session.commit()
         return {
             "status": "confirmed",
@@ -389,7 +387,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             "bookings": made,
             "total_charged": price * len(made),
             "payment_method_id": pm.id,
-            "balance_after": pm.balance,
+            "balance_after": balance,
         }
 
     @tool("Look up a booking by its PNR, with its flight and fare rules.")
@@ -409,23 +407,18 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         booking = self._booking(args.pnr)
         if booking.status != "confirmed":
             raise ToolError(f"booking {booking.pnr} is already {booking.status}")
-        fare = self.session.get(m.Fare, (booking.flight_id, booking.cabin))
-        refund = booking.fare_paid * fare.refund_pct // 100
-        pm = self.session.get(m.PaymentMethod, booking.payment_method_id)
-        booking.status = "cancelled"
-        self.session.execute(
-            delete(m.OccupiedSeat).where(
-                m.OccupiedSeat.flight_id == booking.flight_id, m.OccupiedSeat.seat_no == booking.seat_no
-            )
-        )
-        self._charge(pm, booking.pnr, "refund", -refund)
+        refund = booking.fare_paid * self._fare(booking.flight_id, booking.cabin).refund_pct // 100
+        pm = self._conn.execute(METHOD, {"pm_id": booking.payment_method_id}).one()
+        self._conn.execute(CANCEL, {"at_pnr": booking.pnr})
+        self._release(booking.flight_id, booking.seat_no)
+        balance = self._charge(pm, [(booking.pnr, "refund", -refund)])
         self.session.commit()
         return {
             "pnr": booking.pnr,
             "status": "cancelled",
             "refund": refund,
             "payment_method_id": pm.id,
-            "balance_after": pm.balance,
+            "balance_after": balance,
         }
 
     @tool(
@@ -441,35 +434,20 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         if (old.origin, old.destination) != (new.origin, new.destination) or old.id == new.id:
             raise ToolError(f"a booking can only move to another {old.origin}->{old.destination} flight")
         self._maybe_change_fare()
-        rules = self.session.get(m.Fare, (old.id, booking.cabin))
-        price = self.session.get(m.Fare, (new.id, booking.cabin)).price
+        rules = self._fare(old.id, booking.cabin)
+        price = self._fare(new.id, booking.cabin).price
         difference = max(0, price - booking.fare_paid)
         seat_no = self._pick_seat(new.id, booking.cabin, args.seat, args.seat_preference, 1)[0]
         pm = self._payment_method(booking.payment_method_id, rules.change_fee + difference)
-        self.session.execute(
-            delete(m.OccupiedSeat).where(
-                m.OccupiedSeat.flight_id == old.id, m.OccupiedSeat.seat_no == booking.seat_no
-            )
+        self._release(old.id, booking.seat_no)
+        self._conn.execute(
+            MOVE,
+            {"at_pnr": booking.pnr, "new_flight": new.id, "new_seat": seat_no,
+             "new_fare": booking.fare_paid + difference},
         )
-        self.session.add(
-            m.OccupiedSeat(
-                flight_id=new.id,
-                seat_no=seat_no,
-                cabin=booking.cabin,
-                position=SEAT_INFO[new.aircraft][seat_no][4],
-                source="booking",
-                pnr=booking.pnr,
-            )
-        )
-        booking.flight_id, booking.seat_no, booking.fare_paid = (
-            new.id,
-            seat_no,
-            booking.fare_paid + difference,
-        )
-        if rules.change_fee:
-            self._charge(pm, booking.pnr, "change_fee", rules.change_fee)
-        if difference:
-            self._charge(pm, booking.pnr, "fare_difference", difference)
+        self._occupy(new.id, seat_no, booking.cabin, "booking", booking.pnr)
+        charges = [("change_fee", rules.change_fee), ("fare_difference", difference)]
+        balance = self._charge(pm, [(booking.pnr, kind, amount) for kind, amount in charges if amount])
         self.session.commit()
         return {
             "pnr": booking.pnr,
@@ -477,7 +455,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             "flight_id": new.id,
             "seat": seat_no,
             "charged": rules.change_fee + difference,
-            "balance_after": pm.balance,
+            "balance_after": balance,
         }
 
     @tool(
