@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentrl.agent_train.kv_cache import PrefixCache, batch_cache, split_rows
+
 
 @dataclass
 class Generation:
@@ -176,6 +178,10 @@ class BatchingBackend:
 class HFBackend(BatchingBackend):
     """Batched sampling with a KV cache and left padding; CPU or GPU.
 
+    The KV cache outlives a call: each row's keys and values are kept (`prefix_cache` rows, 0 for
+    none) and a later prompt that extends them, the same episode's next turn, encodes only its
+    new ids. New weights clear it.
+
     Each row draws its tokens from its own generator, seeded by its request. The logits of a row
     still depend in their last bits on the batch around it (kernels differ with batch shape), so
     a model meant to give reproducible samples runs in float64 here (`make_backend` does so on
@@ -192,6 +198,7 @@ class HFBackend(BatchingBackend):
         max_batch: int = 64,
         batch_wait_s: float = 0.002,
         seed: int = 0,
+        prefix_cache: int = 128,
     ) -> None:
         super().__init__(max_batch=max_batch, batch_wait_s=batch_wait_s, seed=seed)
         self.model = model.eval()
@@ -204,11 +211,17 @@ class HFBackend(BatchingBackend):
         # transformers 5 renamed the KV cache argument (and output) from `past_key_values` to `cache`
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        # logits of the last position only: a prompt's other positions would cost a vocab-sized matmul each
+        self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        # keys and values of each episode's transcript so far, so the next turn encodes only its new ids
+        self.prefix_cache = PrefixCache(prefix_cache) if prefix_cache else None
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         with self._weights_lock:
             self.model.load_state_dict(state_dict)
             self.version = version
+            if self.prefix_cache is not None:  # keys and values of the old weights
+                self.prefix_cache.clear()
 
     def next_token_logprobs(self, logits: Any) -> Any:
         """What the sampler draws from: temperature, never-sampled ids removed, then top-p."""
@@ -228,29 +241,38 @@ class HFBackend(BatchingBackend):
     ) -> list[Generation]:
         import torch
 
-        n, width = len(prompts), max(len(p) for p in prompts)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attention[i, width - len(p) :] = 1
-        ids, attention = ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp_min(0)
+        n = len(prompts)
+        reused = [self.prefix_cache.lookup(p) if self.prefix_cache else None for p in prompts]
+        past = [0 if r is None else len(r.ids) for r in reused]
+        suffixes = [p[k:] for p, k in zip(prompts, past, strict=True)]
+        width_past, width_new = max(past), max(len(s) for s in suffixes)
+        # row i: [pad][its cached prefix][pad][its new prompt ids]; pads are masked out
+        tokens = torch.full((n, width_past + width_new), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((n, width_past + width_new), dtype=torch.long)
+        for i, (entry, suffix) in enumerate(zip(reused, suffixes, strict=True)):
+            if entry is not None:
+                tokens[i, width_past - past[i] : width_past] = torch.tensor(entry.ids, dtype=torch.long)
+                attention[i, width_past - past[i] : width_past] = 1
+            tokens[i, tokens.shape[1] - len(suffix) :] = torch.tensor(suffix, dtype=torch.long)
+            attention[i, tokens.shape[1] - len(suffix) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp_min(0)[:, width_past:].to(self.device)
+        ids = tokens[:, width_past:].to(self.device)
+        cache = batch_cache(reused, width_past)
         generators = [torch.Generator().manual_seed(s) for s in seeds]
         stop = torch.tensor(sorted(self.stop_ids))
         limits = torch.tensor(max_new)
         new = torch.full((n, max(max_new)), self.pad_id, dtype=torch.long)
         logprobs = torch.zeros((n, max(max_new)), dtype=torch.float64)
         done = torch.zeros(n, dtype=torch.bool)
-        cache = None
         with torch.inference_mode():
             for t in range(max(max_new)):
                 out = self.model(
                     input_ids=ids,
-                    attention_mask=attention,
+                    attention_mask=attention.to(self.device),
                     position_ids=positions,
                     use_cache=True,
                     **{self._cache_arg: cache},
+                    **self._last_logits_only,
                 )
                 cache = getattr(out, self._cache_arg)
                 logp = self.next_token_logprobs(out.logits[:, -1]).cpu()
@@ -261,12 +283,17 @@ class HFBackend(BatchingBackend):
                 token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
                 new[:, t] = torch.where(done, self.pad_id, token)
                 logprobs[:, t] = logp.gather(1, token[:, None]).squeeze(1)
+                alive = ~done  # rows whose token at t is theirs; a finished row's next inputs are masked
                 done |= torch.isin(token, stop) | (t + 1 >= limits)
                 if done.all():
                     break
                 ids = new[:, t : t + 1].to(self.device)
-                attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+                tokens = torch.cat([tokens, new[:, t : t + 1]], dim=1)
+                attention = torch.cat([attention, alive[:, None].long()], dim=1)
                 positions = positions[:, -1:] + 1
+        if self.prefix_cache is not None:
+            for row in split_rows(cache, tokens, attention.bool()):
+                self.prefix_cache.store(row)
         result = []
         for i, limit in enumerate(max_new):
             row = new[i, :limit].tolist()

