@@ -102,6 +102,11 @@ def load_pretrained(spec: str, device: str = "cpu", dtype: Any = None) -> tuple[
         folder, name = os.path.split(os.path.abspath(spec))
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **kwargs)
+        # the GGUF's tensors are dequantized on load: plain weights, which a checkpoint can hold;
+        # transformers still marks the model as quantized and would refuse to save it
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     else:
         tokenizer = AutoTokenizer.from_pretrained(spec)
         model = AutoModelForCausalLM.from_pretrained(spec, **kwargs)
