@@ -12,14 +12,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import bindparam, select
 
 from agentrl.core import ToolError, tool
-from agentrl.flights import models as m
 from agentrl.flights.composite import Composite, offers
 from agentrl.flights.schemas import TIME, BookArgs, BookingArgs, Cabin, ChangeArgs, Position, SearchArgs
-
-_BALANCE = select(m.PaymentMethod.balance).where(m.PaymentMethod.id == bindparam("pm_id"))
 
 
 class _Constraints(BaseModel):
@@ -101,14 +97,19 @@ class CoarseFlightsEnv(Composite):
             return min(fitting, key=lambda r: r["departs"])
         return min(fitting, key=lambda r: (r["fares"][cabin]["price"], r["departs"]))
 
-    def _check_balance(self, payment_method_id: str, amount: int) -> None:
-        balance = self.session.connection().scalar(_BALANCE, {"pm_id": payment_method_id})
-        if balance is None:
-            raise ToolError(f"no payment method {payment_method_id!r}")
-        if balance < amount:
-            raise ToolError(
-                f"payment declined: {payment_method_id} has {balance} CNY available, {amount} needed"
+    def _book(
+        self, flight: dict[str, Any], args: BookBestArgs | RebookArgs, passengers: list[str]
+    ) -> dict[str, Any]:
+        """`book_flight` on the chosen flight, under the macro's cabin, card and seat preference."""
+        return self.book_flight(
+            BookArgs(
+                flight_id=flight["flight_id"],
+                cabin=args.cabin,
+                passenger_ids=passengers,
+                payment_method_id=args.payment_method_id,
+                seat_preference=args.seat_preference,
             )
+        )
 
     @tool(
         "Search the exact route (these two airports only) and book the best flight that meets the "
@@ -117,22 +118,12 @@ class CoarseFlightsEnv(Composite):
     )
     def book_best(self, args: BookBestArgs) -> dict[str, Any]:
         with self._one_call():
-            for pid in args.passenger_ids:
-                if pid not in self.world.passenger_ids:
-                    raise ToolError(f"no passenger {pid!r}")
+            self._check_passengers(args.passenger_ids)
             self._check_payer(args.payment_method_id, args.passenger_ids)
             self._maybe_change_fare()
             route = (args.origin, args.destination, args.date)
             best = self._best(route, args, args.cabin, len(args.passenger_ids))
-            return self.book_flight(
-                BookArgs(
-                    flight_id=best["flight_id"],
-                    cabin=args.cabin,
-                    passenger_ids=args.passenger_ids,
-                    payment_method_id=args.payment_method_id,
-                    seat_preference=args.seat_preference,
-                )
-            )
+            return self._book(best, args, args.passenger_ids)
 
     @tool(
         "Cancel a booking and book its passenger on the best flight of the exact route that meets the "
@@ -141,28 +132,17 @@ class CoarseFlightsEnv(Composite):
     )
     def rebook(self, args: RebookArgs) -> dict[str, Any]:
         with self._one_call():
-            booking = self._booking(args.pnr)
-            if booking.status != "confirmed":
-                raise ToolError(f"booking {booking.pnr} is already {booking.status}")
+            booking = self._confirmed_booking(args.pnr, "is already")
             passengers = [booking.passenger_id]
             self._check_payer(args.payment_method_id, passengers)
             self._maybe_change_fare()
             route = (args.origin, args.destination, args.date)
             best = self._best(route, args, args.cabin, 1, exclude=booking.flight_id)
-            fare = self._fare_row(booking.flight_id, booking.cabin)
-            refund = booking.fare_paid * fare.refund_pct // 100
+            refund = booking.fare_paid * self._fare(booking.flight_id, booking.cabin).refund_pct // 100
             back = refund if booking.payment_method_id == args.payment_method_id else 0
-            self._check_balance(args.payment_method_id, best["fares"][args.cabin]["price"] - back)
+            self._payment_method(args.payment_method_id, best["fares"][args.cabin]["price"] - back)
             cancelled = self.cancel_booking(BookingArgs(pnr=booking.pnr))
-            booked = self.book_flight(
-                BookArgs(
-                    flight_id=best["flight_id"],
-                    cabin=args.cabin,
-                    passenger_ids=passengers,
-                    payment_method_id=args.payment_method_id,
-                    seat_preference=args.seat_preference,
-                )
-            )
+            booked = self._book(best, args, passengers)
             return {"cancelled": cancelled, "booked": booked}
 
     @tool(
@@ -171,18 +151,13 @@ class CoarseFlightsEnv(Composite):
     )
     def change_to_best(self, args: ChangeBestArgs) -> dict[str, Any]:
         with self._one_call():
-            booking = self._booking(args.pnr)
-            if booking.status != "confirmed":
-                raise ToolError(f"booking {booking.pnr} is {booking.status}")
+            booking = self._confirmed_booking(args.pnr)
             old = self.world.flights[booking.flight_id]
             self._maybe_change_fare()
             route = (old["origin"], old["destination"], old["date"])
             best = self._best(route, args, booking.cabin, 1, exclude=booking.flight_id)
-            rules = self._fare_row(old["id"], booking.cabin)
-            price = best["fares"][booking.cabin]["price"]
-            self._check_balance(
-                booking.payment_method_id, rules.change_fee + max(0, price - booking.fare_paid)
-            )
+            cost = self._change_cost(booking, best["flight_id"])
+            self._payment_method(booking.payment_method_id, cost.fee + cost.difference)
             return self.change_booking(
                 ChangeArgs(
                     pnr=booking.pnr, new_flight_id=best["flight_id"], seat_preference=args.seat_preference

@@ -10,9 +10,11 @@ sometimes busy, and a fare may rise between search and booking.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from agentrl.core import ToolEnv, ToolError, tool
@@ -27,6 +29,7 @@ from agentrl.flights.queries import (
     PASSENGER_PNRS,
     PAYMENT_METHODS,
     SET_PRICE,
+    ChangeCost,
     WorldQueries,
 )
 from agentrl.flights.schemas import (
@@ -238,6 +241,17 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
                 "Search again for current prices."
             )
 
+    def _change_terms(self, pnr: str, new_flight_id: int) -> tuple[Row[Any], SimpleNamespace, ChangeCost]:
+        """A change's checks (booking confirmed, another flight of its route), then the fare may
+        move, then its cost: (booking, new flight, cost). `change_booking` and the fine level's
+        `quote_change` both go through here, so a quote refuses exactly what the change would."""
+        booking = self._confirmed_booking(pnr)
+        old, new = self._flight(booking.flight_id), self._flight(new_flight_id)
+        if (old.origin, old.destination) != (new.origin, new.destination) or old.id == new.id:
+            raise ToolError(f"a booking can only move to another {old.origin}->{old.destination} flight")
+        self._maybe_change_fare()
+        return booking, new, self._change_cost(booking, new.id)
+
     # --- tools ---------------------------------------------------------------------------------
     @tool(
         "Search flights by origin, destination and date. Results include nearby airports of the same "
@@ -337,15 +351,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             raise ToolError("an exact seat can only be given for one passenger; use seat_preference")
         if len(set(args.passenger_ids)) != len(args.passenger_ids):
             raise ToolError("a passenger is listed twice")
-        for pid in args.passenger_ids:
-            if pid not in self.world.passenger_ids:
-                raise ToolError(f"no passenger {pid!r}")
-        owner = self.world.methods.get(args.payment_method_id, {}).get("passenger_id")
-        if owner is not None and owner not in args.passenger_ids:
-            raise ToolError(
-                f"payment method {args.payment_method_id} belongs to a customer who is not on this booking; "
-                "pay with a method of one of its passengers"
-            )
+        self._check_passengers(args.passenger_ids)
+        self._check_payer(args.payment_method_id, args.passenger_ids)
         self._maybe_change_fare()
         price = self._fare(flight.id, args.cabin).price
         seats = self._pick_seat(
@@ -404,9 +411,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     )
     def cancel_booking(self, args: BookingArgs) -> dict[str, Any]:
         self._service()
-        booking = self._booking(args.pnr)
-        if booking.status != "confirmed":
-            raise ToolError(f"booking {booking.pnr} is already {booking.status}")
+        booking = self._confirmed_booking(args.pnr, "is already")
         refund = booking.fare_paid * self._fare(booking.flight_id, booking.cabin).refund_pct // 100
         pm = self._conn.execute(METHOD, {"pm_id": booking.payment_method_id}).one()
         self._conn.execute(CANCEL, {"at_pnr": booking.pnr})
@@ -427,26 +432,17 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     )
     def change_booking(self, args: ChangeArgs) -> dict[str, Any]:
         self._service()
-        booking = self._booking(args.pnr)
-        if booking.status != "confirmed":
-            raise ToolError(f"booking {booking.pnr} is {booking.status}")
-        old, new = self._flight(booking.flight_id), self._flight(args.new_flight_id)
-        if (old.origin, old.destination) != (new.origin, new.destination) or old.id == new.id:
-            raise ToolError(f"a booking can only move to another {old.origin}->{old.destination} flight")
-        self._maybe_change_fare()
-        rules = self._fare(old.id, booking.cabin)
-        price = self._fare(new.id, booking.cabin).price
-        difference = max(0, price - booking.fare_paid)
+        booking, new, cost = self._change_terms(args.pnr, args.new_flight_id)
         seat_no = self._pick_seat(new.id, booking.cabin, args.seat, args.seat_preference, 1)[0]
-        pm = self._payment_method(booking.payment_method_id, rules.change_fee + difference)
-        self._release(old.id, booking.seat_no)
+        pm = self._payment_method(booking.payment_method_id, cost.fee + cost.difference)
+        self._release(booking.flight_id, booking.seat_no)
         self._conn.execute(
             MOVE,
             {"at_pnr": booking.pnr, "new_flight": new.id, "new_seat": seat_no,
-             "new_fare": booking.fare_paid + difference},
+             "new_fare": booking.fare_paid + cost.difference},
         )
         self._occupy(new.id, seat_no, booking.cabin, "booking", booking.pnr)
-        charges = [("change_fee", rules.change_fee), ("fare_difference", difference)]
+        charges = [("change_fee", cost.fee), ("fare_difference", cost.difference)]
         balance = self._charge(pm, [(booking.pnr, kind, amount) for kind, amount in charges if amount])
         self.session.commit()
         return {
@@ -454,7 +450,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             "status": "confirmed",
             "flight_id": new.id,
             "seat": seat_no,
-            "charged": rules.change_fee + difference,
+            "charged": cost.fee + cost.difference,
             "balance_after": balance,
         }
 

@@ -131,11 +131,9 @@ class FineFlightsEnv(Composite):
         self._flight(args.flight_id)
         if len(set(args.passenger_ids)) != len(args.passenger_ids):
             raise ToolError("a passenger is listed twice")
-        for pid in args.passenger_ids:
-            if pid not in self.world.passenger_ids:
-                raise ToolError(f"no passenger {pid!r}")
+        self._check_passengers(args.passenger_ids)
         self._maybe_change_fare()
-        price = self._fare_row(args.flight_id, args.cabin).price
+        price = self._fare(args.flight_id, args.cabin).price
         quote = {
             "quote_id": self._new_id("Q"),
             "kind": "booking",
@@ -154,16 +152,7 @@ class FineFlightsEnv(Composite):
     )
     def quote_change(self, args: QuoteChangeArgs) -> dict[str, Any]:
         self._service()
-        booking = self._booking(args.pnr)
-        if booking.status != "confirmed":
-            raise ToolError(f"booking {booking.pnr} is {booking.status}")
-        old, new = self._flight(booking.flight_id), self._flight(args.new_flight_id)
-        if (old.origin, old.destination) != (new.origin, new.destination) or old.id == new.id:
-            raise ToolError(f"a booking can only move to another {old.origin}->{old.destination} flight")
-        self._maybe_change_fare()
-        fee = self._fare_row(old.id, booking.cabin).change_fee
-        price = self._fare_row(new.id, booking.cabin).price
-        difference = max(0, price - booking.fare_paid)
+        booking, new, cost = self._change_terms(args.pnr, args.new_flight_id)
         quote = {
             "quote_id": self._new_id("Q"),
             "kind": "change",
@@ -171,10 +160,10 @@ class FineFlightsEnv(Composite):
             "flight_id": new.id,
             "cabin": booking.cabin,
             "passenger_ids": [booking.passenger_id],
-            "price_per_person": price,
-            "change_fee": fee,
-            "fare_difference": difference,
-            "total": fee + difference,
+            "price_per_person": cost.price,
+            "change_fee": cost.fee,
+            "fare_difference": cost.difference,
+            "total": cost.fee + cost.difference,
             "payment_method_id": booking.payment_method_id,
         }
         self._quotes[quote["quote_id"]] = quote
@@ -221,7 +210,7 @@ class FineFlightsEnv(Composite):
                     f"no live hold {args.hold_id!r} (holds expire after {HOLD_TURNS} turns); "
                     "nothing was booked"
                 )
-            if self._fare_row(hold["flight_id"], hold["cabin"]).price != hold["price_per_person"]:
+            if self._fare(hold["flight_id"], hold["cabin"]).price != hold["price_per_person"]:
                 raise ToolError("the fare changed since the quote; nothing was booked. Quote again.")
             if hold["kind"] == "change":
                 if args.payment_method_id not in (None, hold["payment_method_id"]):

@@ -231,13 +231,8 @@ class OraclePolicy:
             )
         if self.granularity == "coarse":
             return self._macro()
-        if self.results is None:
-            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
-        if self.chosen is None and r["seat_position"] and self.candidates:
-            flight = self.candidates[0]["flight_id"]
-            return call("check_seats", flight_id=flight, cabin=r["cabin"], position=r["seat_position"])
-        if self.chosen is None:
-            return self._finish_without_flight()
+        if (choosing := self._choose()) is not None:
+            return choosing
         if r["action"] == "cancel_and_book" and not self.cancelled:
             return call("cancel_booking", pnr=r["pnr"])
         seat = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
@@ -251,6 +246,19 @@ class OraclePolicy:
             payment_method_id=self._payment_method(),
             **seat,
         )
+
+    def _choose(self) -> str | None:
+        """The search and seat check that pick the flight, or the finish when none fits; None once
+        a flight is chosen."""
+        r = self.request
+        if self.results is None:
+            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
+        if self.chosen is None and r["seat_position"] and self.candidates:
+            flight = self.candidates[0]["flight_id"]
+            return call("check_seats", flight_id=flight, cabin=r["cabin"], position=r["seat_position"])
+        if self.chosen is None:
+            return self._finish_without_flight()
+        return None
 
     def _macro_route(self) -> tuple[str, str]:
         return self.request["origin"], self.request["destination"]

@@ -14,7 +14,7 @@ by row).
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Row, bindparam, delete, func, insert, select, update
 from sqlalchemy.orm import Session
@@ -70,6 +70,14 @@ MOVE = (
 )
 
 
+class ChangeCost(NamedTuple):
+    """What moving a booking to another flight charges: the old fare's change fee plus any higher fare."""
+
+    fee: int
+    price: int  # the new flight's fare per person
+    difference: int  # the part of `price` above the fare paid (a lower fare is not refunded)
+
+
 class WorldQueries:
     """Flights, seats, bookings and payments as the tools see and change them."""
 
@@ -91,6 +99,12 @@ class WorldQueries:
     def _fare(self, flight_id: int, cabin: str) -> Row[Any]:
         """(price, refund_pct, change_fee, changeable) of a flight's cabin."""
         return self._conn.execute(FARE, {"flight_id": flight_id, "cabin": cabin}).one()
+
+    def _change_cost(self, booking: Row[Any], new_flight_id: int) -> ChangeCost:
+        """The charge of moving `booking` to `new_flight_id` (same cabin), at the current fares."""
+        fee = self._fare(booking.flight_id, booking.cabin).change_fee
+        price = self._fare(new_flight_id, booking.cabin).price
+        return ChangeCost(fee, price, max(0, price - booking.fare_paid))
 
     def _free_seats(self, flight_id: int, cabin: str) -> dict[str, list[str]]:
         taken = set(self._conn.execute(_TAKEN, {"flight_id": flight_id}).scalars().all())
@@ -137,6 +151,13 @@ class WorldQueries:
         booking = self._conn.execute(BOOKING, {"pnr": pnr.strip().upper()}).first()
         if booking is None:
             raise ToolError(f"no booking with PNR {pnr!r}")
+        return booking
+
+    def _confirmed_booking(self, pnr: str, state: str = "is") -> Row[Any]:
+        """A booking that can still be cancelled or changed; `state` words the error ("is already")."""
+        booking = self._booking(pnr)
+        if booking.status != "confirmed":
+            raise ToolError(f"booking {booking.pnr} {state} {booking.status}")
         return booking
 
     def _booking_view(self, b: Row[Any]) -> dict[str, Any]:
@@ -200,6 +221,20 @@ class WorldQueries:
         if balance != pm.balance:  # as the ORM did: no UPDATE that changes nothing
             conn.execute(SET_BALANCE, {"pm_id": pm.id, "new_balance": balance})
         return balance
+
+    def _check_passengers(self, passenger_ids: list[str]) -> None:
+        for pid in passenger_ids:
+            if pid not in self.world.passenger_ids:
+                raise ToolError(f"no passenger {pid!r}")
+
+    def _check_payer(self, payment_method_id: str, passenger_ids: list[str]) -> None:
+        """The card rule: a method that belongs to a customer pays only for bookings that include them."""
+        owner = self.world.methods.get(payment_method_id, {}).get("passenger_id")
+        if owner is not None and owner not in passenger_ids:
+            raise ToolError(
+                f"payment method {payment_method_id} belongs to a customer who is not on this booking; "
+                "pay with a method of one of its passengers"
+            )
 
     def _payment_method(self, pm_id: str, amount: int) -> Row[Any]:
         """(id, balance) of a method that can pay `amount`."""

@@ -74,15 +74,7 @@ class MacroCityLevel(CityLevel):
     checks over both cities' airports), then the macro aimed at that flight's airports."""
 
     def _macro(self) -> str:
-        r = self.request
-        if self.results is None:
-            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
-        if self.chosen is None and r["seat_position"] and self.candidates:
-            flight = self.candidates[0]["flight_id"]
-            return call("check_seats", flight_id=flight, cabin=r["cabin"], position=r["seat_position"])
-        if self.chosen is None:
-            return self._finish_without_flight()
-        return super()._macro()
+        return self._choose() or super()._macro()
 
     def _macro_route(self) -> tuple[str, str]:
         return self.chosen["origin"], self.chosen["destination"]
