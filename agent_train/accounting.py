@@ -36,6 +36,9 @@ def takes_split(env_id: str) -> bool:
     else:
         entry = gym.spec(env_id).entry_point
         target = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    # a class's own __init__: a class may define __new__ too (Flights-v0 picks its granularity there)
+    if isinstance(target, type):
+        target = target.__init__
     try:
         return "split" in inspect.signature(target).parameters
     except (TypeError, ValueError):  # a callable without a readable signature
