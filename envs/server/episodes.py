@@ -228,7 +228,7 @@ class EpisodeRegistry:
         future: asyncio.Future | None = None
         if request_id is not None:
             future = asyncio.get_running_loop().create_future()
-            self._remember(self._creates, request_id, future, self.config.max_episodes)
+            remember(self._creates, request_id, future, self.config.max_episodes)
         self._starting += 1
         try:
             try:
@@ -256,7 +256,7 @@ class EpisodeRegistry:
         """Start a new episode on an existing env (the OpenEnv session's `reset`)."""
         async with ep.lock:
             if ep.closed:
-                raise self._gone(ep)
+                raise gone(ep)
             try:
                 first = await self.dispatch.run(f"{ep.env_id}:reset", _reset, ep.env, seed, options)
             except Exception as exc:
@@ -282,7 +282,7 @@ class EpisodeRegistry:
         if earlier is not None:
             return await asyncio.shield(earlier)
         future = asyncio.get_running_loop().create_future()
-        self._remember(ep.results, request_id, future, self.config.idempotency_window)
+        remember(ep.results, request_id, future, self.config.idempotency_window)
         try:
             outcome = await self._step(ep, action)
         except ApiError as exc:
@@ -294,7 +294,7 @@ class EpisodeRegistry:
     async def _step(self, ep: Episode, action: str) -> tuple[StepResult, bytes]:
         async with ep.lock:
             if ep.closed:
-                raise self._gone(ep)
+                raise gone(ep)
             if ep.over:
                 raise ApiError(409, ErrorCode.EPISODE_OVER,
                                f"episode {ep.episode_id} is over; create a new episode")
@@ -337,7 +337,7 @@ class EpisodeRegistry:
         self.dispatch.ran_inline(ep.step_kind, seconds)
         if request_id is not None:
             done = asyncio.get_running_loop().create_future()
-            self._remember(ep.results, request_id, done, self.config.idempotency_window)
+            remember(ep.results, request_id, done, self.config.idempotency_window)
         if error is not None:
             if request_id is not None:
                 _settle(done, error)
@@ -406,16 +406,17 @@ class EpisodeRegistry:
                 await self.dispatch.run(f"{ep.env_id}:close", ep.env.close)
         return True
 
-    # --- helpers ---------------------------------------------------------------------------
-    @staticmethod
-    def _remember(table: OrderedDict, key: str, future: asyncio.Future, limit: int) -> None:
-        table[key] = future
-        while len(table) > limit:
-            table.popitem(last=False)
 
-    @staticmethod
-    def _gone(ep: Episode) -> ApiError:
-        return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+def remember(table: OrderedDict, key: str, future: asyncio.Future, limit: int) -> None:
+    """Keep `future` as the answer to a retry of `key`, forgetting the oldest beyond `limit`."""
+    table[key] = future
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+def gone(ep: Episode) -> ApiError:
+    """The answer to a call on an episode closed while the call waited for it."""
+    return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
 
 
 def _item_head(episode_id: str) -> bytes:

@@ -23,7 +23,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from agentrl.core import EpisodeOverError
-from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry
+from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, gone, remember
 from agentrl.server.wire import (
     API_PREFIX,
     ErrorBody,
@@ -80,9 +80,7 @@ class Forks:
         future: asyncio.Future | None = None
         if request_id is not None:
             future = asyncio.get_running_loop().create_future()
-            self._requests[key] = future
-            while len(self._requests) > registry.config.max_episodes:
-                self._requests.popitem(last=False)
+            remember(self._requests, key, future, registry.config.max_episodes)
         try:
             forks = await self._make(parent, n)
         except ApiError as exc:
@@ -99,7 +97,7 @@ class Forks:
         with registry.reserve(n):
             async with parent.lock:
                 if parent.closed:
-                    raise ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {parent.episode_id} was closed")
+                    raise gone(parent)
                 if parent.over:
                     raise ApiError(409, ErrorCode.EPISODE_OVER,
                                    f"episode {parent.episode_id} is over; fork it before its last step")
@@ -130,7 +128,7 @@ class Forks:
         ep = self.registry.get(episode_id)
         async with ep.lock:
             if ep.closed:
-                raise ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+                raise gone(ep)
             try:
                 return await self.registry.dispatch.run(f"{ep.env_id}:trajectory", _record, ep.env)
             except Exception as exc:
