@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sqlalchemy import Row
-from sqlalchemy.orm import Session
 
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.flights.episode import EpisodeDatabase
@@ -53,7 +52,6 @@ from agentrl.flights.world import (
     WORLDS,
     World,
     fingerprint,
-    new_engine,
     new_pnr,
 )
 
@@ -118,9 +116,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.fare_changes = stochastic if fare_changes is None else fare_changes
         self.shaped_reward, self.shaping = shaped_reward, shaping
         self.privileged_info = privileged_info
-        self._engine = new_engine()
-        self._raw = self._engine.raw_connection().driver_connection
-        self.session = Session(self._engine, expire_on_commit=False)
+        self._open_database()
         self._reset_seed: int | None = None
         self.world: World | None = None
         self.task: Task | None = None

@@ -33,10 +33,14 @@ class EpisodeDatabase:
     def _state_change(self) -> RowChanges:
         return self._changes.take(self._raw)
 
+    def _open_database(self) -> None:
+        """The episode's own in-memory database: its engine, raw connection and ORM session."""
+        self._engine = new_engine()
+        self._raw = self._engine.raw_connection().driver_connection
+        self.session = Session(self._engine, expire_on_commit=False)
+
     def _fork_resources(self, child: Any) -> None:
         """The fork's own engine, session and database: a page copy of this episode's."""
-        child._engine = new_engine()
-        child._raw = child._engine.raw_connection().driver_connection
-        child.session = Session(child._engine, expire_on_commit=False)
+        child._open_database()
         child._raw.deserialize(self._raw.serialize())
         child._changes.rebind(child._raw)
