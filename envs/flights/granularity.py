@@ -15,12 +15,12 @@ from agentrl.flights.coarse import CoarseFlightsEnv
 from agentrl.flights.env import FlightsEnv
 from agentrl.flights.fine import FineFlightsEnv
 
-GRANULARITIES = ("coarse", "default", "fine")
 CLASSES: dict[str, type[FlightsEnv]] = {
     "coarse": CoarseFlightsEnv,
     "default": FlightsEnv,
     "fine": FineFlightsEnv,
 }
+GRANULARITIES = tuple(CLASSES)
 
 
 def env_class(granularity: str) -> type[FlightsEnv]:
