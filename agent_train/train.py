@@ -351,12 +351,10 @@ def train(
     Raises `TrainingAborted` (naming the cause) when too many episodes fail, when steps in a row
     train on nothing, or when an evaluation task shows up in training."""
     from agentrl.agent_train.metrics import MetricsLog
-    from agentrl.agent_train.models import load_model
+    from agentrl.agent_train.models import load_model, pick_device
 
     torch.manual_seed(cfg.seed)
-    device = (
-        "cuda" if cfg.device == "auto" and torch.cuda.is_available() else cfg.device.replace("auto", "cpu")
-    )
+    device = pick_device(cfg.device)
     autocast = cfg.bf16 and device.startswith("cuda")
     if policy is None:
         policy, tokenizer = load_model(cfg.resume or cfg.model, cfg.env, device, cfg.seed, **cfg.env_kwargs)

@@ -170,3 +170,41 @@ def test_resuming_keeps_the_kl_anchor_on_the_model_the_run_started_from(tmp_path
         for a, b in zip(fresh.state_dict().values(), trained.state_dict().values(), strict=True)
     )
     assert reference_model(TrainConfig(env=toy, kl_coef=0.0), trained, "cpu") is None
+
+
+def test_eval_scores_what_a_run_scores_before_its_first_step(tmp_path, capsys):
+    """`agent-train eval` is the GRPO run's own held-out evaluation without the training: same
+    split, seeds and sampling seeds, so its scores equal the run's `eval_before`."""
+    config = tmp_path / "toy.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "env": "agentrl-test/PickWord-v0",
+                "model": "tiny:2x64",
+                "groups_per_step": 1,
+                "group_size": 2,
+                "max_new_tokens": 6,
+                "token_budget": 128,
+                "eval_seeds": 6,
+                "eval_k": 2,
+                "progress": False,
+                "tensorboard": False,
+                "plot": False,
+                "out_dir": str(tmp_path / "run"),
+            }
+        )
+    )
+    assert main(["--config", str(config), "--steps", "1"]) == 0
+    before = last_json(capsys.readouterr().out)["eval_before"]
+    assert main(["eval", "--config", str(config)]) == 0
+    scored = last_json(capsys.readouterr().out)
+    assert scored["eval_episodes"] == 12 and scored["eval_tasks"] == 0  # PickWord names no tasks
+    for key in ("eval_success", "eval_reward", "eval_pass_at_k", "eval_episodes"):
+        assert scored[key] == before[key], key
+    assert main(["eval", "--config", str(config), "--eval-seeds", "0"]) == 2
+    assert "--eval-seeds" in capsys.readouterr().err
+
+
+def last_json(out: str) -> dict:
+    """The summary a command prints last, after its log lines."""
+    return json.loads(out[out.rindex("\n{") + 1:] if "\n{" in out else out)
