@@ -8,15 +8,19 @@ Every statement here is built once, at import: a step is about a millisecond, an
 (`session.get` plus a flush made `book_flight` ~2 ms). Reads return plain rows (named tuples),
 writes are single Core statements, all in the session's transaction, committed by the tool.
 Results with several rows are read with `.all()` (one `fetchall`; iterating a result fetches row
-by row).
+by row). A search's prices and seats sold, the hottest read, go to the episode's sqlite3 connection
+as SQL compiled here once (see `_FARES_SOLD`).
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, column, delete, func, insert, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from agentrl.core import ToolError
@@ -27,15 +31,23 @@ _Seat, _Fare, _Booking, _Method = m.OccupiedSeat, m.Fare, m.Booking, m.PaymentMe
 
 # --- reads -----------------------------------------------------------------------------------------
 _TAKEN = select(_Seat.seat_no).where(_Seat.flight_id == bindparam("flight_id"))
-# prices and seats sold of a list of flights in one statement: a search's whole cost is ~2 statements
-_FARES_SOLD = select(
-    _Fare.flight_id,
-    _Fare.cabin,
-    _Fare.price,
-    select(func.count())
-    .where(_Seat.flight_id == _Fare.flight_id, _Seat.cabin == _Fare.cabin)
-    .scalar_subquery(),
-).where(_Fare.flight_id.in_(bindparam("ids", expanding=True)))
+# prices and seats sold of a list of flights in one statement: a search's whole cost is ~2 statements.
+# It runs as SQL on the episode's sqlite3 connection, which the session's transaction shares: through
+# the session, its list of ids (an expanding IN) was rendered into new SQL on every call, which cost
+# as much as the query itself. The ids travel as one JSON array (`json_each`), so the text is fixed
+# and sqlite3 prepares it once per connection. Seats are counted on their (flight, cabin) index.
+_FARES_SOLD = str(
+    select(
+        _Fare.flight_id,
+        _Fare.cabin,
+        _Fare.price,
+        select(func.count())
+        .where(_Seat.flight_id == _Fare.flight_id, _Seat.cabin == _Fare.cabin)
+        .scalar_subquery(),
+    )
+    .where(_Fare.flight_id.in_(select(column("value")).select_from(func.json_each(bindparam("ids")))))
+    .compile(dialect=sqlite.dialect())
+)
 FARE = select(_Fare.price, _Fare.refund_pct, _Fare.change_fee, _Fare.changeable).where(
     _Fare.flight_id == bindparam("flight_id"), _Fare.cabin == bindparam("cabin")
 )
@@ -83,6 +95,7 @@ class WorldQueries:
 
     session: Session
     world: World
+    _raw: sqlite3.Connection  # the session's own connection (see `EpisodeDatabase`)
 
     @property
     def _conn(self) -> Connection:
@@ -120,7 +133,7 @@ class WorldQueries:
         if not flight_ids:
             return []
         fares, sold = {}, {}
-        for fid, cabin, price, n in self._conn.execute(_FARES_SOLD, {"ids": flight_ids}).all():
+        for fid, cabin, price, n in self._raw.execute(_FARES_SOLD, (json.dumps(flight_ids),)).fetchall():
             fares[(fid, cabin)], sold[(fid, cabin)] = price, n
         out = []
         for fid in flight_ids:
