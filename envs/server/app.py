@@ -10,7 +10,6 @@ keeps one shape.
 
 from __future__ import annotations
 
-import gc
 import hmac
 import json
 import re
@@ -28,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentrl import __version__
 from agentrl.core import StepResult
 from agentrl.registration import load_env_class
-from agentrl.server import mux, openenv_ws
+from agentrl.server import collector, mux, openenv_ws
 from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import ApiError, EpisodeRegistry
 from agentrl.server.forks import fork_router
@@ -231,17 +230,6 @@ def _env_spec(env_id: str) -> dict[str, Any]:
         env.close()
 
 
-def tune_gc() -> None:
-    """Fewer, cheaper garbage collections: full passes over every live episode's objects pause all
-    episodes at once (tens to hundreds of ms with many episodes), so the start-up objects are frozen
-    out of the scans and young collections run less often. Reference counting still frees at once.
-    """
-    gc.collect()
-    gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(50_000, max(middle, 20), max(old, 100))
-
-
 def create_app(config: ServerConfig | None = None) -> FastAPI:
     config = config or ServerConfig()
     metrics = Metrics()
@@ -250,10 +238,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        tune_gc()
-        registry.start()
-        yield
-        await registry.shutdown()
+        async with collector.serving():  # no collection walks the live episodes while serving
+            registry.start()
+            yield
+            await registry.shutdown()
 
     app = FastAPI(title="agentrl", version=__version__, lifespan=lifespan,
                   description="Stateful agentrl episodes over HTTP, one env instance per episode.")

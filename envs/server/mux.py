@@ -8,18 +8,25 @@ response) is gone.
 Per frame the work is kept to what the steps need. The connection is served as raw ASGI (no
 framework wrapper per message). A frame whose steps can all run at once on the event loop
 (`EpisodeRegistry.step_now`: a light env, an idle episode) is answered right where it was read,
-without a task, within one time slice (`dispatch.target_s`). What is left of a frame after its
-slice, or from its first step that cannot run at once, goes to a task of its own
-(`EpisodeRegistry.step_many`, which runs it a slice per loop iteration), so a slow env in one
-frame never holds up the others, and the frames of many connections take turns on the loop. A
-connection may have at most `MAX_FRAMES_IN_FLIGHT` frames in tasks before the server stops
+without a task, within one time slice (`dispatch.target_s`), when the connection has no frame
+waiting. Otherwise the frame joins the connection's queue, which one task steps in the order the
+frames came, a slice per loop iteration (so the frames of many connections take turns on the
+loop), each frame answered as soon as its own steps are done. First come, first served is what
+keeps the latency of every step alike: a client keeping all its episodes stepping has each of
+them wait for one round of all the others, where frames sharing the loop slice by slice would
+answer small frames early and large ones late, round after round, for the same coroutines.
+From a frame's first step that cannot run at once on, its steps go to a task of their own
+(`EpisodeRegistry.step_many`), so a slow env in one frame never holds up the frames behind it.
+A connection may have at most `MAX_FRAMES_IN_FLIGHT` frames unanswered before the server stops
 reading from it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import ValidationError
@@ -47,9 +54,7 @@ class StepSocket:
         if message["type"] != "websocket.connect":
             return
         await send({"type": "websocket.accept"})
-        slots = asyncio.Semaphore(MAX_FRAMES_IN_FLIGHT)
-        running: set[asyncio.Task] = set()
-        loop = asyncio.get_running_loop()
+        frames = _Frames(self, send)
         try:
             while True:
                 message = await receive()
@@ -66,24 +71,21 @@ class StepSocket:
                     continue
                 steps = frame.steps
                 self.metrics.frame_steps.observe(len(steps))
-                parts = self._now(steps)
-                if len(parts) == len(steps):
-                    await send({"type": "websocket.send", "bytes": _reply(frame.id, parts)})
-                    continue
-                await slots.acquire()
-                task = loop.create_task(self._answer(send, frame.id, parts, steps[len(parts):], slots))
-                running.add(task)
-                task.add_done_callback(running.discard)
+                if not frames.waiting:  # nothing ahead of it: its first slice runs right here
+                    parts = self.now(steps, time.perf_counter() + self.slice_s)
+                    if len(parts) == len(steps):
+                        await send({"type": "websocket.send", "bytes": _reply(frame.id, parts)})
+                        continue
+                else:
+                    parts = []
+                await frames.add(frame.id, parts, steps[len(parts):])
         except OSError:  # uvicorn's ClientDisconnected: the client went away mid-send
             pass
-        if running:  # let steps under way finish, so that their results are there for a retry
-            await asyncio.gather(*running, return_exceptions=True)
+        await frames.finish()  # steps already read run on, so that their results are there for a retry
 
-    def _now(self, steps: Sequence[BatchItem]) -> list[bytes]:
-        """The answers of the frame's first steps, as long as each can run at once and the time
-        slice lasts."""
+    def now(self, steps: Sequence[BatchItem], slice_end: float) -> list[bytes]:
+        """The answers of the first steps, as long as each can run at once and the slice lasts."""
         parts: list[bytes] = []
-        slice_end = time.perf_counter() + self.slice_s
         for item in steps:
             part = self.step_now(item)
             if part is None:
@@ -93,15 +95,72 @@ class StepSocket:
                 break
         return parts
 
-    async def _answer(self, send: Send, frame_id: int, parts: list[bytes], rest: Sequence[BatchItem],
-                      slots: asyncio.Semaphore) -> None:
+
+class _Frames:
+    """The unanswered frames of one connection, stepped first come, first served by one task."""
+
+    def __init__(self, socket: StepSocket, send: Send) -> None:
+        self.socket = socket
+        self._send = send
+        self.waiting: deque[tuple[int, list[bytes], Sequence[BatchItem]]] = deque()  # the head is under way
+        self.slots = asyncio.Semaphore(MAX_FRAMES_IN_FLIGHT)
+        self.worker: asyncio.Task | None = None
+        self.handed: set[asyncio.Task] = set()  # frames whose rest went to `step_many`
+        self.gone = False  # the client went away: steps still run, answers are dropped
+
+    async def add(self, frame_id: int, parts: list[bytes], rest: Sequence[BatchItem]) -> None:
+        await self.slots.acquire()
+        self.waiting.append((frame_id, parts, rest))
+        if self.worker is None or self.worker.done():
+            self.worker = asyncio.get_running_loop().create_task(self._work())
+
+    async def _work(self) -> None:
         try:
-            parts += await self.step_many(rest)
-            await send({"type": "websocket.send", "bytes": _reply(frame_id, parts)})
+            await self._step_waiting()
+        except BaseException:  # a bug: close the connection (its client sees it), then report it
+            with contextlib.suppress(OSError):
+                await self._send({"type": "websocket.close", "code": 1011})
+            raise
+
+    async def _step_waiting(self) -> None:
+        socket = self.socket
+        while self.waiting:
+            frame_id, parts, rest = self.waiting[0]
+            done = 0
+            while done < len(rest):
+                more = socket.now(rest[done:], time.perf_counter() + socket.slice_s)
+                parts += more
+                done += len(more)
+                if done < len(rest) and more:
+                    await asyncio.sleep(0)  # the slice is over: let the loop read and write
+                elif done < len(rest):  # a step that cannot run at once: the rest goes to a task
+                    task = asyncio.get_running_loop().create_task(self._finish(frame_id, parts, rest[done:]))
+                    self.handed.add(task)
+                    task.add_done_callback(self.handed.discard)
+                    break
+            self.waiting.popleft()
+            if done == len(rest):
+                await self.answer(frame_id, parts)
+
+    async def _finish(self, frame_id: int, parts: list[bytes], rest: Sequence[BatchItem]) -> None:
+        parts += await self.socket.step_many(rest)
+        await self.answer(frame_id, parts)
+
+    async def answer(self, frame_id: int, parts: list[bytes]) -> None:
+        try:
+            if not self.gone:
+                await self._send({"type": "websocket.send", "bytes": _reply(frame_id, parts)})
         except OSError:
-            pass  # the client went away; its steps are done and a retry gets their results
+            self.gone = True  # its steps are done and a retry gets their results
         finally:
-            slots.release()
+            self.slots.release()
+
+    async def finish(self) -> None:
+        """Wait for every frame already read to be stepped (and answered, if the client is there)."""
+        while (self.worker is not None and not self.worker.done()) or self.handed:
+            await asyncio.gather(*([self.worker] if self.worker else []), *self.handed)
+        if self.worker is not None:
+            self.worker.result()  # a failure is reported, not dropped
 
 
 def _reply(frame_id: int, parts: list[bytes]) -> bytes:
