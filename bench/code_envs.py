@@ -8,7 +8,9 @@ tool-call latency in-process vs through `agentrl serve` (loopback), and the late
 A reset hands the previous container back, takes a new one (a pool hand-over, or a container
 start when the pool is off), uploads the seeded workspace as one tar and runs the task's setup.
 Between measured resets the bench pauses (unmeasured) so the pool can refill, as it does between
-episodes of a real rollout worker; without a pool the pause changes nothing.
+episodes of a real rollout worker; without a pool the pause changes nothing. A `run_python` cell is an
+exec in the same session shell as `execute_bash` (see `agentrl.code_envs.repl`), so its ratio to
+that baseline is what the interpreter adds to a shell command.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def main() -> None:
         read_local = tool_calls(warm, call("read_file", path=log), n_call)
         cold.close()
         code = make("agentrl/Code-v0", pool_size=4)
-        python_local = tool_calls(code, call("run_python", code="x = 1 + 1"), max(10, n_call // 4))
+        python_local = tool_calls(code, call("run_python", code="x = 1 + 1"), n_call)
         finish_bash = finishes(warm, FAMILY, max(4, n_reset // 2))
         finish_code = finishes(code, "module_suite", max(4, n_reset // 2))
         code.close()

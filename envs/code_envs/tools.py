@@ -164,8 +164,8 @@ class RunPythonTool(_UsesSandbox):
             )
         except (SandboxError, OSError) as exc:
             raise self._guard(exc, "the interpreter failed") from None
-        if out.status == "timeout":
-            repl.restart(self.sandbox)
+        if out.status not in ("ok", "error"):  # timed out or killed: the cell may still be running
+            repl.stop(self.sandbox)
             return render_exec(out, self.max_output_bytes, self.command_timeout_s) + (
                 "\n[the cell was interrupted; variables from earlier cells are kept]"
             )
