@@ -50,7 +50,7 @@ ENV = {
 # earlier successful cells too, replayed silently first, so state persists either way.
 # Between cells fds 1 and 2 are /dev/null (what subprocesses inherit, as before); a cell writes to
 # its own copies of the shell's pipes, closed when it ends, so a thread it leaves behind cannot
-# write into later commands' output. A request that breaks the protocol gets no answer.
+# write into later commands' output.
 SERVER = r"""# agentrl-repl-server
 import ast, contextlib, io, json, os, socket, sys, traceback
 namespace = {"__name__": "__main__"}
@@ -107,8 +107,13 @@ os.dup2(null, 2)
 open(sys.argv[2], "x").close()
 while True:
     conn, _ = server.accept()
-    with conn, contextlib.suppress(Exception):
-        serve(conn)
+    with conn:
+        try:
+            serve(conn)
+        except Exception as exc:  # said where the exec's stderr is read, and the cell fails
+            with contextlib.suppress(OSError):
+                os.write(pipes[1], ("[the interpreter failed: %r]\n" % exc).encode())
+                conn.sendall(b"1\n")
 """.replace("NOT_RUNNING", str(NOT_RUNNING))
 
 # The cell's command: a subshell, so a timeout kills it and leaves the shell as it was, and nothing

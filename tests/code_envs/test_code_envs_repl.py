@@ -161,3 +161,13 @@ def test_an_agent_that_takes_the_interpreters_port_earns_nothing(docker_backend)
             assert terminated and reward == 0.0 and "error" not in info, (family, info)
     finally:
         env.close()
+
+
+def test_a_request_that_breaks_the_protocol_fails_loudly_and_the_interpreter_goes_on(code_env):
+    from agentrl.code_envs import repl
+
+    code_env.reset(seed=0, options={"family": "implement"})
+    cell(code_env, "kept = 'yes'")
+    out = code_env.sandbox.exec(repl.RELAY, stdin="not json", timeout_s=5)
+    assert out.exit_code == 1 and out.stderr.startswith("[the interpreter failed: JSONDecodeError(")
+    assert cell(code_env, "kept") == "[exit code 0]\n'yes'"
