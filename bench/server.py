@@ -307,21 +307,34 @@ def overhead(url: str, env_id: str, steps: int, run: Callable[[Awaitable[Any]], 
 
 
 def in_process_rate(env_id: str, prefix: list[str], steps: int = 300, sessions: int = 1) -> float:
-    """Steps/s of `sessions` episodes (seeds 0 to sessions - 1) stepped round robin in a fresh process
-    on the server's core (`prefix` pins it there): what the env's own step allows one server process,
-    measured beside its row. One episode: its median step; several: their mean step, since the
-    seeds' worlds differ (a Flights-v0 search returns more rows for some than for seed 0)."""
-    code = (f"import sys, itertools; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-            f"import numpy as np; from server import *; pairs = []\n"
-            f"for seed in range({sessions}):\n"
-            f"    env = make_env({env_id!r}, **LONG, **operator_kwargs({env_id!r}))\n"
-            f"    _, info = env.reset(seed=seed); pairs.append((env, action_for({env_id!r}, info)))\n"
-            f"turn = itertools.cycle(pairs).__next__\n"
-            f"lat = timed(lambda: (lambda env, a: env.step(a))(*turn()), {max(steps, 5 * sessions)})\n"
-            f"print(1 / float(np.median(lat) if {sessions} == 1 else np.mean(lat)))")
+    """Steps/s of `sessions` episodes (seeds 0 to sessions - 1, as in the rows) stepped in turn in a
+    fresh process on the server's core (`prefix` pins it there): what the env's own step allows one
+    server process, measured beside its row. Each episode's median step, averaged over the episodes:
+    the median keeps a busy machine's outliers out, the mean keeps the seeds' different costs (a
+    Flights-v0 search returns more rows for some seeds than for seed 0)."""
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import numpy as np; "
+            f"from server import *; envs = [make_env({env_id!r}, **LONG, **operator_kwargs({env_id!r})) "
+            f"for _ in range({sessions})]; acts = [action_for({env_id!r}, e.reset(seed=i)[1]) "
+            f"for i, e in enumerate(envs)]; lat = in_turn(envs, acts, max(9, {steps} // {sessions})); "
+            f"print(1 / float(np.mean(np.median(lat, axis=0))))")
     out = subprocess.run([*prefix, sys.executable, "-c", code], check=True, capture_output=True, text=True,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def in_turn(envs: list[Any], actions: list[str], rounds: int) -> np.ndarray:
+    """Seconds of each step, [round, episode], of episodes stepped in turn after every one is warm
+    (a fresh Flights-v0 episode's first steps prepare its statements: 1 to 13 ms, later ~0.25 ms)."""
+    for _ in range(max(2, 50 // len(envs))):
+        for env, a in zip(envs, actions, strict=True):
+            env.step(a)
+    out = np.empty((rounds, len(envs)))
+    for r in range(rounds):
+        for i, (env, a) in enumerate(zip(envs, actions, strict=True)):
+            t = time.perf_counter()
+            env.step(a)
+            out[r, i] = time.perf_counter() - t
+    return out
 
 
 def timed(fn: Callable[[], Any], steps: int) -> np.ndarray:
