@@ -179,7 +179,10 @@ class PackedExecutor:
 
     @staticmethod
     def _run_pack(pack: list[_Call]) -> tuple[list[_Outcome], float, float]:
-        """Run a pack; returns its outcomes, the time per call, and its CPU share."""
+        """Run a pack; returns its outcomes, the time per call, and its CPU share. The pack lets go
+        of its calls once they ran: the thread's work item still holds it while the answers travel,
+        and a call's function and arguments (a closed episode's env) must be freed when the caller
+        is done with them, not when the thread gets round to its next pack."""
         outcomes: list[_Outcome] = []
         started, (cpu_started, queued_started) = time.perf_counter(), _thread_clock()
         for fn, args, future in pack:
@@ -190,7 +193,9 @@ class PackedExecutor:
         cpu_ended, queued_ended = _thread_clock()
         # the time it had a CPU or waited for something other than a CPU
         wall = max(time.perf_counter() - started - (queued_ended - queued_started), 1e-9)
-        return outcomes, wall / len(pack), min(1.0, (cpu_ended - cpu_started) / wall)
+        calls = len(pack)
+        pack.clear()
+        return outcomes, wall / calls, min(1.0, (cpu_ended - cpu_started) / wall)
 
     def _deliver(self, loop: asyncio.AbstractEventLoop, kind: str, launch: int | None,
                  outcomes: list[_Outcome], per_call: float, cpu_share: float) -> None:
