@@ -16,9 +16,9 @@ REPLACEMENT = "\ufffd"
 
 def has_surrogate(text: str) -> bool:
     """Whether `text` holds a surrogate code point, which no UTF encoding accepts."""
-    return _SURROGATE.search(text) is not None
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def utf8_safe(text: str) -> str:
     """`text` with every surrogate replaced by U+FFFD, one for one, so offsets into it still hold."""
-    return _SURROGATE.sub(REPLACEMENT, text)
+    return text if text.isascii() else _SURROGATE.sub(REPLACEMENT, text)

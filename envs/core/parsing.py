@@ -63,18 +63,27 @@ def _parse_constant(name: str) -> float:
     raise _Rejected(f"{name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+
+
 def _load(text: str) -> Any:
     """`json.loads` that turns every kind of junk into `_Rejected` or `json.JSONDecodeError`."""
     try:
-        value = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
-        )
+        value = _DECODER.decode(text)
     except RecursionError:
         raise _Rejected(f"JSON nests deeper than {MAX_DEPTH} levels") from None
+    if _plain(text):
+        return value
     problem = _junk(value)
     if problem:
         raise _Rejected(problem)
     return value
+
+
+def _plain(text: str) -> bool:
+    """Whether `text` cannot decode to junk, so that `_junk` need not walk its value (most calls): ASCII
+    with no `\\u` escape holds no surrogate, and a value nests no deeper than its text has brackets."""
+    return text.isascii() and "\\u" not in text and text.count("{") + text.count("[") <= MAX_DEPTH
 
 
 def _junk(value: Any) -> str | None:

@@ -125,7 +125,10 @@ def collect_tools(cls: type) -> dict[str, Tool]:
     return found
 
 
+_RESPONSE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps's, made once
+
+
 def tool_response(name: str, content: Any, *, error: bool = False) -> str:
     """One tool result as the model sees it, wrapped like Qwen/Hermes chat templates do."""
     body = {"name": name, "error" if error else "content": content}
-    return "<tool_response>\n" + json.dumps(body, ensure_ascii=False, default=str) + "\n</tool_response>"
+    return "<tool_response>\n" + _RESPONSE_JSON.encode(body) + "\n</tool_response>"

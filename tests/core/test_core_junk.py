@@ -207,3 +207,39 @@ def test_step_never_raises_and_observations_encode(make, action):
     json.dumps(info, ensure_ascii=False).encode("utf-8")
     assert isinstance(reward, float) and math.isfinite(reward)
     assert info["turn"] == 1 and not truncated
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_json_values, st.booleans(), st.integers(min_value=0, max_value=40))
+def test_the_plain_text_shortcut_never_lets_junk_through(value, ascii_only, depth):
+    """`_load` skips walking a value whose text is plain; wherever it does, the walk finds nothing.
+    The texts cover lone surrogates (escaped or not), non-ASCII text and nesting near the bound."""
+    from agentrl.core.parsing import _DECODER, _junk, _plain
+
+    for _ in range(depth):
+        value = [value]
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    try:
+        decoded = _DECODER.decode(text)
+    except (ValueError, RecursionError):  # out-of-range numbers and the like: rejected before the walk
+        return
+    if _plain(text):
+        assert _junk(decoded) is None
+
+
+def test_the_shortcut_still_sees_escaped_surrogates_and_deep_nesting():
+    from agentrl.core.parsing import MAX_DEPTH, ParseFailure, parse_tool_calls
+
+    surrogate = '<tool_call>{"name": "echo", "arguments": {"text": "\\ud800"}}</tool_call>'
+    nested = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    deep = '<tool_call>{"name": "echo", "arguments": {"text": ' + nested + "}}</tool_call>"
+    for action, words in ((surrogate, "surrogate"), (deep, "nests deeper")):
+        (item,) = parse_tool_calls(action)
+        assert isinstance(item, ParseFailure) and words in item.message, item
