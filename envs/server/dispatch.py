@@ -23,9 +23,15 @@ a loaded machine would look like waiting too.
 Calls measured short (under `inline_below_s` each, whether they compute or wait) run on the event
 loop itself, a pack per loop iteration: handing them to a thread and back costs more than they do,
 and the GIL would mostly run them one at a time anyway. The loop still polls its sockets between
-packs, so no pack holds it longer than about `target_s`. A caller may also run a call of a kind
-measured short itself, right where it is, and report the time it took (`ran_inline`): the episode
-registry does so for steps, which saves a future, a callback and a task wake-up per step.
+packs, so no pack holds it longer than about `target_s`. A call that computes costs more in a
+thread than on the loop: it waits for the GIL whenever the loop runs, and on a busy core the two
+threads take turns and evict each other's caches (served Flights-v0 steps measured 0.55 to 1 ms
+in a thread, 0.4 to 0.7 ms on the loop). So a kind that mostly computes and measures under
+`PROBE_BELOW` times the bound in threads gets one pack on the loop every `RESAMPLE_EVERY` packs,
+whose time replaces the thread's figures: it stays on the loop if it is short there.
+A caller may also run a call of a kind measured short itself, right where it is, and report the
+time it took (`ran_inline`): the episode registry does so for steps, which saves a future, a
+callback and a task wake-up per step.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ MIN_SAMPLES = 3
 COST_WINDOW = 9  # packs whose median is a kind's cost
 MOSTLY_WAITING = 0.25  # CPU share under which calls of a kind get more than one thread
 RESAMPLE_EVERY = 64
+PROBE_BELOW = 4.0  # computing kinds under this many times `inline_below_s` in threads are tried on the loop
 
 
 class PackedExecutor:
@@ -71,6 +78,7 @@ class PackedExecutor:
         self._running: dict[str, int] = {}
         self._samples: dict[str, int] = {}  # CPU-share samples taken, by kind
         self._unsampled: dict[str, int] = {}  # packs started since the last sample, by kind
+        self._since_probe: dict[str, int] = {}  # packs sent to threads since last tried on the loop
         self._busy = 0  # packs in flight, all kinds
         self._launches = 0  # packs started so far, all kinds
         self._scheduled = False
@@ -152,10 +160,13 @@ class PackedExecutor:
             pack = waiting.popleft()
             # a pack ran alone if nothing else ran when it started and nothing started before its end
             launch = self._launches + 1 if self._busy == 0 else None
-            if self.inline(kind):
+            inline = self.inline(kind)
+            probe = not inline and self._probe_due(kind)
+            if inline or probe:
                 self._started(kind)
-                loop.call_soon(self._deliver, loop, kind, launch, *self._run_pack(pack))
+                loop.call_soon(self._deliver, loop, kind, launch, *self._run_pack(pack), probe)
                 continue
+            self._since_probe[kind] = self._since_probe.get(kind, 0) + 1
             try:
                 self.pool.submit(self._in_thread, loop, kind, pack, launch)
             except RuntimeError as exc:  # the pool was shut down
@@ -164,6 +175,17 @@ class PackedExecutor:
                         future.set_exception(exc)
                 continue
             self._started(kind)
+
+    def _probe_due(self, kind: str) -> bool:
+        """Whether the next pack of `kind`, bound for a thread, should run on the loop instead to
+        see whether it is short there (see the module's docstring)."""
+        if self._since_probe.get(kind, 0) < RESAMPLE_EVERY or self._samples.get(kind, 0) < MIN_SAMPLES:
+            return False
+        cost, share = self.cost.get(kind), self.cpu_share.get(kind, 0.0)
+        if cost is None or share < MOSTLY_WAITING or cost >= PROBE_BELOW * self.inline_below_s:
+            return False
+        self._since_probe[kind] = 0
+        return True
 
     def _started(self, kind: str) -> None:
         self._unsampled[kind] = self._unsampled.get(kind, 0) + 1
@@ -175,7 +197,7 @@ class PackedExecutor:
                    ) -> None:
         delivery = self._run_pack(pack)
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            loop.call_soon_threadsafe(self._deliver, loop, kind, launch, *delivery)
+            loop.call_soon_threadsafe(self._deliver, loop, kind, launch, *delivery, False)
 
     @staticmethod
     def _run_pack(pack: list[_Call]) -> tuple[list[_Outcome], float, float]:
@@ -198,9 +220,11 @@ class PackedExecutor:
         return outcomes, wall / calls, min(1.0, (cpu_ended - cpu_started) / wall)
 
     def _deliver(self, loop: asyncio.AbstractEventLoop, kind: str, launch: int | None,
-                 outcomes: list[_Outcome], per_call: float, cpu_share: float) -> None:
+                 outcomes: list[_Outcome], per_call: float, cpu_share: float, probe: bool) -> None:
         self._running[kind] -= 1
         self._busy -= 1
+        if probe:  # the kind's time on the loop: what its thread figures overstated
+            self._recent[kind].clear()
         self._measured(kind, per_call)
         if launch is not None and launch == self._launches:  # it ran alone: its CPU share is its own
             self.cpu_share[kind] = _average(self.cpu_share.get(kind), cpu_share)

@@ -122,3 +122,47 @@ def test_short_calls_run_on_the_event_loop_and_long_ones_do_not():
     assert quick_inline and set(quick) == {loop_thread}
     assert not nap_inline and loop_thread not in napping
 
+
+
+def test_computing_calls_slow_only_in_threads_are_tried_on_the_loop_and_stay_there():
+    """A call that computes costs more in a thread than on the loop (GIL waits, cores shared by the
+    two threads): a kind measured over the bound in threads, but under it on the loop, must end up
+    on the loop; one as slow on the loop goes back, and one that waits is never tried there."""
+    import threading
+
+    from agentrl.server.dispatch import RESAMPLE_EVERY
+
+    loop_thread = threading.get_ident()
+
+    def spin(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    def cheaper_on_the_loop(_: int) -> int:
+        spin(0.0001 if threading.get_ident() == loop_thread else 0.0009)
+        return threading.get_ident()
+
+    def slow_anywhere(_: int) -> int:
+        spin(0.0009)
+        return threading.get_ident()
+
+    def waits(_: int) -> int:
+        time.sleep(0.0009)
+        return threading.get_ident()
+
+    async def main():
+        ex = PackedExecutor(workers=4)
+        ran: dict[str, set[int]] = {}
+        for kind, fn in (("cheaper", cheaper_on_the_loop), ("slow", slow_anywhere), ("waits", waits)):
+            threads = ran.setdefault(kind, set())
+            for _ in range(3 * RESAMPLE_EVERY):
+                threads.add(await ex.run(kind, fn, 0))
+        last = await asyncio.gather(*(ex.run("cheaper", cheaper_on_the_loop, i) for i in range(20)))
+        ex.shutdown()
+        return ex, ran, last
+
+    ex, ran, last = asyncio.run(main())
+    assert ex.inline("cheaper") and set(last) == {loop_thread}
+    assert loop_thread in ran["slow"] and not ex.inline("slow")  # tried, and sent back to the threads
+    assert loop_thread not in ran["waits"] and not ex.inline("waits")
