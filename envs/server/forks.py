@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 from fastapi import APIRouter
@@ -120,7 +120,7 @@ class Forks:
     def _child(self, parent: Episode, env: Any) -> Episode:
         child = Episode(self.registry.new_id(), parent.env_id, env, parent.seed)
         child.turns = parent.turns
-        child.transcript = dataclasses.replace(parent.transcript, steps=list(parent.transcript.steps))
+        child.transcript = dataclasses.replace(parent.transcript, steps=deque(parent.transcript.steps))
         return child
 
     async def trajectory(self, episode_id: str) -> bytes:

@@ -10,7 +10,7 @@ episodes stay readable for a while in `RecentlyClosed`, without their env.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ class Transcript:
     """The first observation and every (action, encoded `StepResult`) of one episode since its reset."""
 
     first: bytes = b"null"  # the encoded {"observation", "info"} of the last reset
-    steps: list[tuple[str, bytes]] = field(default_factory=list)
+    steps: deque[tuple[str, bytes]] = field(default_factory=deque)  # the oldest go first, in O(1)
     dropped: int = 0  # oldest steps let go to stay within the byte budget
     size: int = 0
     last_reward: float | None = None
@@ -35,7 +35,7 @@ class Transcript:
     def begin(self, first: dict[str, Any]) -> None:
         """Start over at a reset: `first` holds the observation and info it returned."""
         self.first = dumps({"observation": first["observation"], "info": first["info"]})
-        self.steps, self.dropped, self.size = [], 0, len(self.first)
+        self.steps, self.dropped, self.size = deque(), 0, len(self.first)
         self.last_reward, self.return_, self.started = None, 0.0, time.time()
 
     def record(self, action: str, reward: float, body: bytes) -> None:
@@ -44,7 +44,7 @@ class Transcript:
         self.last_reward = reward
         self.return_ += reward
         while self.size > MAX_TRANSCRIPT_BYTES and len(self.steps) > 1:
-            old_action, old_body = self.steps.pop(0)
+            old_action, old_body = self.steps.popleft()
             self.size -= len(old_action) + len(old_body)
             self.dropped += 1
 
