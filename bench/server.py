@@ -4,19 +4,23 @@
     .venv/bin/python bench/server.py --quick    # short run (~2 minutes), Flights-v0 at 1 and 64 sessions
 
 Measures, for Echo-v0 and Flights-v0 on one `agentrl serve` process: (1) the latency of one episode
-stepped back to back in-process, through `RemoteEnv` (sync) and through `AsyncEnvClient`, whose
-difference is the per-step overhead; (2) steps/s with p50/p99 step latency at 1, 64 and 512
-concurrent episodes through `AsyncEnvClient`, one coroutine per episode awaiting `step` (the way
-every framework drives episodes) and one `step_batch` request per round; and, for Echo, agentrl's
-OpenEnv-compatible `/ws` driven by OpenEnv's own client. The baseline is the echo env generated from
-OpenEnv's env template, served by OpenEnv's `create_app` and driven by its async `EnvClient` over
-`/ws`, one connection per session spread over `--client-procs` processes that measure together.
+stepped back to back in-process, through `RemoteEnv` (sync) and through `AsyncEnvClient`, in turns
+of a few steps each, whose difference is the per-step overhead; (2) steps/s with p50/p99 step
+latency at 1, 64 and 512 concurrent episodes through `AsyncEnvClient`, one coroutine per episode
+awaiting `step` (the way every framework drives episodes) and one `step_batch` request per round;
+and, for Echo, agentrl's OpenEnv-compatible `/ws` driven by OpenEnv's own client. The baseline is
+the echo env generated from OpenEnv's env template, served by OpenEnv's `create_app` and driven by
+its async `EnvClient` over `/ws`, one connection per session spread over `--client-procs` processes
+that measure together.
 
 Servers run pinned to the first core and every client to the others (`taskset`), so that the two
-sides never take turns on one core; each row records the load average and the CPU the server
-process spent per step while measured. The client processes, OpenEnv's included, collect garbage
-as `agentrl serve` does (`agentrl.server.collector.short_pauses`), as a rollout worker stepping
-hundreds of episodes should. Everything talks over loopback only.
+sides never take turns on one core; each row records the load average and the CPU the server process
+spent per step while measured, and the slowest and fastest 100 ms of the row. The same fixed work
+timed on the server's core before and after the run shows how much this machine's speed swings (a
+shared virtual machine's core can run at half speed for a fraction of a second, which then shows in
+every figure, p99 first). The client processes, OpenEnv's included, collect garbage as `agentrl
+serve` does (`agentrl.server.collector.short_pauses`), as a rollout worker stepping hundreds of
+episodes should. Everything talks over loopback only.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ PATHS = {False: "AsyncEnvClient.step · /v1/ws", True: "AsyncEnvClient.step_batc
 REMOTE_PATH = "RemoteEnv.step (sync) · /v1/ws"
 WS_PATH = "OpenEnv client · agentrl /ws"
 LONG = {"max_turns": 10**9}  # episodes must not end while being measured
+BLOCK = 25  # steps of one way in a turn of the per-step overhead measurement
+WINDOW_S = 0.1  # the span over which a row's rate is also counted, to show its swings
 console = Console(width=150)
 
 
@@ -140,10 +146,19 @@ class Row:
     error: str | None = None
     load: str = ""  # the load average when the row was measured
     server_cpu_s: float = float("nan")  # CPU the server process used during the row
+    windows: np.ndarray | None = None  # steps answered in each WINDOW_S (one client process only)
 
     @property
     def rate(self) -> float:
         return self.steps / self.seconds
+
+    def window_rates(self) -> str:
+        """The slowest and fastest `WINDOW_S` of the row, in steps/s: whether its tail is a stall of
+        the whole run (the machine's speed swings) rather than some steps waiting longer than others."""
+        if self.windows is None or len(self.windows) < 2:
+            return ""
+        low, high = self.windows.min() / WINDOW_S, self.windows.max() / WINDOW_S
+        return f"; {WINDOW_S * 1000:.0f} ms windows {low:,.0f} to {high:,.0f} steps/s"
 
     def pct(self, q: float) -> float:
         return float(np.percentile(self.latencies, q) * 1000)
@@ -151,9 +166,11 @@ class Row:
 
 async def sessions_loop(
     n: int, seconds: float, step_fns: list[Callable[[], Awaitable[Any]]]
-) -> tuple[int, float, np.ndarray]:
-    """Each session steps back to back until the deadline; returns steps, wall time, latencies."""
+) -> tuple[int, float, np.ndarray, np.ndarray]:
+    """Each session steps back to back until the deadline; returns steps, wall time, latencies, and
+    the steps answered in each `WINDOW_S` of the run (the last, partial one left out)."""
     lat: list[list[float]] = [[] for _ in range(n)]
+    ends: list[float] = []
     start = time.perf_counter()
     deadline = start + seconds
 
@@ -162,12 +179,15 @@ async def sessions_loop(
         while time.perf_counter() < deadline:
             t = time.perf_counter()
             await fn()
-            mine.append(time.perf_counter() - t)
+            done = time.perf_counter()
+            mine.append(done - t)
+            ends.append(done)
 
     await asyncio.gather(*(run(i) for i in range(n)))
     wall = time.perf_counter() - start
     flat = np.array([x for xs in lat for x in xs])
-    return len(flat), wall, flat
+    windows = np.bincount(((np.array(ends) - start) // WINDOW_S).astype(int))[: int(seconds // WINDOW_S)]
+    return len(flat), wall, flat, windows
 
 
 _START: Any = None  # in a client process of `spread`: the barrier every process meets before measuring
@@ -175,16 +195,16 @@ _SERVER_PID = 0  # the server of the row being measured, whose CPU `measured` re
 
 
 async def measured(n: int, seconds: float, step_fns: list[Callable[[], Awaitable[Any]]]
-                   ) -> tuple[int, float, np.ndarray, float]:
+                   ) -> tuple[int, float, np.ndarray, float, np.ndarray]:
     """A short unmeasured warm-up (connections, caches, the server's cost estimates), then the run;
-    returns steps, wall time, latencies, and the server's CPU seconds over the run alone (not over
-    the episodes' creation)."""
+    returns steps, wall time, latencies, the server's CPU seconds over the run alone (not over
+    the episodes' creation), and the steps answered in each `WINDOW_S`."""
     await sessions_loop(n, min(0.5, seconds / 4), step_fns)
     if _START is not None:
         await asyncio.to_thread(_START.wait, 300)
     cpu = server_cpu_s(_SERVER_PID)
-    steps, wall, lat = await sessions_loop(n, seconds, step_fns)
-    return steps, wall, lat, server_cpu_s(_SERVER_PID) - cpu
+    steps, wall, lat, windows = await sessions_loop(n, seconds, step_fns)
+    return steps, wall, lat, server_cpu_s(_SERVER_PID) - cpu, windows
 
 
 def spread(make: Callable[[int], Awaitable[Row]], n: int, procs: int,
@@ -238,14 +258,14 @@ async def bench_async(url: str, env_id: str, n: int, seconds: float, batched: bo
                 results = await client.step_batch(episodes)
                 assert all(not isinstance(r, Exception) for r in results), results[0]
 
-            steps, wall, lat, cpu = await measured(1, seconds, [one_round])
+            steps, wall, lat, cpu, windows = await measured(1, seconds, [one_round])
             lat = np.repeat(lat, n)  # every step of a round waited the round's latency
-            steps *= n
+            steps, windows = steps * n, windows * n
         else:
             fns = [lambda e=e, a=a: client.step(e, a) for e, a in episodes]
-            steps, wall, lat, cpu = await measured(n, seconds, fns)
+            steps, wall, lat, cpu, windows = await measured(n, seconds, fns)
         await asyncio.gather(*(client.close_episode(e) for e, _ in episodes))
-    return Row(env_id, PATHS[batched], n, steps, wall, lat, server_cpu_s=cpu)
+    return Row(env_id, PATHS[batched], n, steps, wall, lat, server_cpu_s=cpu, windows=windows)
 
 
 async def bench_ws(
@@ -268,41 +288,60 @@ async def bench_ws(
 
     actions = await asyncio.gather(*(open_one(i) for i in range(n)))
     fns = [lambda c=c, a=a: c.step(a) for c, a in zip(clients, actions, strict=True)]
-    steps, wall, lat, cpu = await measured(n, seconds, fns)
+    steps, wall, lat, cpu, windows = await measured(n, seconds, fns)
     await asyncio.gather(*(c.close() for c in clients))
-    return Row(env, path, n, steps, wall, lat, server_cpu_s=cpu)
+    return Row(env, path, n, steps, wall, lat, server_cpu_s=cpu, windows=windows)
 
 
-def overhead(url: str, env_id: str, steps: int, run: Callable[[Awaitable[Any]], Any]
+def overhead(url: str, server_pid: int, env_id: str, steps: int, run: Callable[[Awaitable[Any]], Any]
              ) -> tuple[dict[str, np.ndarray], Row]:
-    """Sequential step latency on one long episode, in-process, through `RemoteEnv` (sync) and through
-    `AsyncEnvClient`; the `RemoteEnv` run is also its 1-session throughput row."""
+    """Sequential step latency on one long episode each, in-process, through `RemoteEnv` (sync) and
+    through `AsyncEnvClient`, stepped in turns of `BLOCK` steps each: this machine's speed swings
+    (a core runs the same work up to twice as slowly for a fraction of a second) then fall on all
+    three alike, and their difference is the overhead. The `RemoteEnv` steps also make its
+    1-session throughput row, with the server's CPU over its turns alone."""
     local = make_env(env_id, **LONG, **operator_kwargs(env_id))
     _, info = local.reset(seed=0)
     act = action_for(env_id, info)
-    lat: dict[str, np.ndarray] = {"local": timed(lambda: local.step(act), steps)}
-    local.close()
     remote = RemoteEnv(env_id, base_url=url, **LONG)
     remote.reset(seed=0)
-    started = time.perf_counter()
-    lat["remote"] = timed(lambda: remote.step(act), steps)
-    row = Row(env_id, REMOTE_PATH, 1, steps, time.perf_counter() - started, lat["remote"])
-    remote.close()
 
-    async def via_async() -> np.ndarray:
+    remote_cpu = 0.0
+
+    async def in_turns() -> dict[str, list[float]]:
+        nonlocal remote_cpu
+        out: dict[str, list[float]] = {"local": [], "remote": [], "async": []}
         async with AsyncEnvClient(url) as client:
             eid = (await client.create_episode(env_id, seed=0, env_kwargs=LONG)).episode_id
-            for _ in range(50):
-                await client.step(eid, act)
-            out = []
-            for _ in range(steps):
-                t = time.perf_counter()
-                await client.step(eid, act)
-                out.append(time.perf_counter() - t)
-            await client.close_episode(eid)
-            return np.array(out)
 
-    lat["async"] = run(via_async())
+            async def step_async() -> None:
+                await client.step(eid, act)
+
+            async def step_local() -> None:
+                local.step(act)
+
+            async def step_remote() -> None:
+                remote.step(act)
+
+            ways = {"local": step_local, "remote": step_remote, "async": step_async}
+            for turn in range(-1, steps // BLOCK):  # the first turn warms up (statements, caches)
+                for name, fn in ways.items():
+                    cpu = server_cpu_s(server_pid)
+                    for _ in range(BLOCK):
+                        t = time.perf_counter()
+                        await fn()
+                        if turn >= 0:
+                            out[name].append(time.perf_counter() - t)
+                    if turn >= 0 and name == "remote":
+                        remote_cpu += server_cpu_s(server_pid) - cpu
+            await client.close_episode(eid)
+        return out
+
+    lat = {name: np.array(values) for name, values in run(in_turns()).items()}
+    local.close()
+    remote.close()
+    row = Row(env_id, REMOTE_PATH, 1, len(lat["remote"]), float(lat["remote"].sum()), lat["remote"],
+              server_cpu_s=remote_cpu)
     return lat, row
 
 
@@ -337,17 +376,6 @@ def in_turn(envs: list[Any], actions: list[str], rounds: int) -> np.ndarray:
     return out
 
 
-def timed(fn: Callable[[], Any], steps: int) -> np.ndarray:
-    for _ in range(50):
-        fn()
-    out = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return np.array(out)
-
-
 # --- main ----------------------------------------------------------------------------------------
 def machine() -> str:
     cpu = "?"
@@ -362,6 +390,18 @@ def machine() -> str:
         f"{cpu}; {os.cpu_count()} cores; load avg {load()}; Python {platform.python_version()}; "
         f"{platform.system()} {platform.release()}"
     )
+
+
+def speed_swings(prefix: list[str], times: int = 40) -> str:
+    """The same pure-Python work timed `times` times back to back on the server's core: on a shared
+    virtual machine a core can run it at half speed for a fraction of a second (the host's other
+    work), which shows in every figure measured meanwhile, p99 first."""
+    code = (f"import time\nfor _ in range({times}):\n t = time.perf_counter(); d = {{}}\n"
+            " for i in range(100000): d[i % 1000] = str(i)\n print(time.perf_counter() - t)")
+    out = subprocess.run([*prefix, sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    ms = np.array([float(x) for x in out.stdout.split()]) * 1000
+    return (f"fixed work on the server's core, {times} times: fastest {ms.min():.1f} ms, median "
+            f"{np.median(ms):.1f}, slowest {ms.max():.1f} ({ms.max() / ms.min():.2f}x)")
 
 
 def load() -> str:
@@ -410,6 +450,7 @@ def measure() -> int:
         run = asyncio.run
     prefix, pinning = pin_cores(not args.no_pin)
     console.print(f"[bold]machine[/]: {machine()}; {pinning}")
+    console.print(f"[bold]speed before[/]: {speed_swings(prefix)}")
     rows: list[Row] = []
 
     def add(env: str, path: str, n: int, make: Callable[[int], Awaitable[Row]], server_pid: int,
@@ -427,7 +468,7 @@ def measure() -> int:
         else:
             row.load = load()
             console.print(f"  {row.rate:,.0f} steps/s, p50 {row.pct(50):.2f} ms, p99 {row.pct(99):.2f} ms "
-                          f"(load {row.load})")
+                          f"(load {row.load}{row.window_rates()})")
         rows.append(row)
 
     over: dict[str, dict[str, np.ndarray]] = {}
@@ -443,9 +484,8 @@ def measure() -> int:
 
         for env_id in (ECHO, FLIGHTS):
             console.print(f"{env_id}: per-step overhead ...")
-            cpu = server_cpu_s(server.pid)
-            over[env_id], remote_row = overhead(url, env_id, overhead_steps, run)
-            remote_row.load, remote_row.server_cpu_s = load(), server_cpu_s(server.pid) - cpu
+            over[env_id], remote_row = overhead(url, server.pid, env_id, overhead_steps, run)
+            remote_row.load = load()
             rows.append(remote_row)
         # each OpenEnv row next to agentrl's at the same size, so that both see the same machine load
         for n in args.sessions:
@@ -473,6 +513,7 @@ def measure() -> int:
             for n in flights_sessions:
                 add(FLIGHTS, PATHS[batched], n,
                     lambda k, b=batched: bench_async(url, FLIGHTS, k, seconds, batched=b), server.pid)
+    console.print(f"[bold]speed after[/]: {speed_swings(prefix)}")
     report(rows, over, allowance, allowance_64)
     return 0
 
