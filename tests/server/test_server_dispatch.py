@@ -10,6 +10,13 @@ import pytest
 from agentrl.server.dispatch import PackedExecutor
 
 
+def spin(seconds: float) -> None:
+    """Compute for `seconds` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
 def test_short_calls_are_packed_into_few_thread_hops():
     async def main():
         ex = PackedExecutor(workers=16)
@@ -49,11 +56,6 @@ def test_waiting_calls_run_side_by_side():
 
 
 def test_cpu_bound_calls_run_one_pack_at_a_time():
-    def spin(seconds: float) -> None:
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
-
     async def main():
         ex = PackedExecutor(workers=32)
         for _ in range(5):
@@ -133,11 +135,6 @@ def test_computing_calls_slow_only_in_threads_are_tried_on_the_loop_and_stay_the
     from agentrl.server.dispatch import RESAMPLE_EVERY
 
     loop_thread = threading.get_ident()
-
-    def spin(seconds: float) -> None:
-        end = time.thread_time() + seconds
-        while time.thread_time() < end:
-            pass
 
     def cheaper_on_the_loop(_: int) -> int:
         spin(0.0001 if threading.get_ident() == loop_thread else 0.0009)
