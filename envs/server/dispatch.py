@@ -20,15 +20,16 @@ Likewise time spent runnable but off the CPU (a busy machine running other proce
 out of the wall time where Linux reports it (`/proc/thread-self/schedstat`), or CPU-bound work on
 a loaded machine would look like waiting too.
 
-Calls measured short (under `inline_below_s` each, whether they compute or wait) run on the event
-loop itself, a pack per loop iteration: handing them to a thread and back costs more than they do,
-and the GIL would mostly run them one at a time anyway. The loop still polls its sockets between
-packs, so no pack holds it longer than about `target_s`. A call that computes costs more in a
-thread than on the loop: it waits for the GIL whenever the loop runs, and on a busy core the two
-threads take turns and evict each other's caches (served Flights-v0 steps measured 0.55 to 1 ms
-in a thread, 0.4 to 0.7 ms on the loop). So a kind that mostly computes and measures under
-`PROBE_BELOW` times the bound in threads gets one pack on the loop every `RESAMPLE_EVERY` packs,
-whose time replaces the thread's figures: it stays on the loop if it is short there.
+Calls measured short (under `inline_below_s` each, whether they compute or wait; once there, under
+`LEAVE_LOOP_AT` times that) run on the event loop itself, a pack per loop iteration: handing them to
+a thread and back costs more than they do, and the GIL would mostly run them one at a time anyway.
+The loop still polls its sockets between packs, so no pack holds it longer than about `target_s`. A
+call that computes costs more in a thread than on the loop: it waits for the GIL whenever the loop
+runs, and on a busy core the two threads take turns and evict each other's caches (served Flights-v0
+steps measured 0.55 to 1 ms in a thread, 0.4 to 0.7 ms on the loop). So a kind that mostly computes
+and measures under `PROBE_BELOW` times the bound in threads gets one pack on the loop every
+`RESAMPLE_EVERY` packs, whose time replaces the thread's figures: it stays on the loop if it is
+short there.
 A caller may also run a call of a kind measured short itself, right where it is, and report the
 time it took (`ran_inline`): the episode registry does so for steps, which saves a future, a
 callback and a task wake-up per step.
@@ -54,6 +55,7 @@ MIN_SAMPLES = 3
 COST_WINDOW = 9  # packs whose median is a kind's cost
 MOSTLY_WAITING = 0.25  # CPU share under which calls of a kind get more than one thread
 RESAMPLE_EVERY = 64
+LEAVE_LOOP_AT = 2.0  # a kind on the loop goes back to the threads past this many times `inline_below_s`
 PROBE_BELOW = 4.0  # computing kinds under this many times `inline_below_s` in threads are tried on the loop
 
 
@@ -70,6 +72,7 @@ class PackedExecutor:
         self.cost: dict[str, float] = {}
         self._recent: dict[str, deque[float]] = {}
         # calls that callers ran on the loop themselves, not yet folded into `cost`: (seconds, calls)
+        self._on_loop: set[str] = set()  # kinds whose calls run on the event loop
         self._inline_run: dict[str, tuple[float, int]] = {}
         self._inline_mark: tuple[float, float] | None = None  # (wall clock, queued time) at the last fold
         self.cpu_share: dict[str, float] = {}  # moving average of CPU time / wall time, by kind
@@ -111,13 +114,8 @@ class PackedExecutor:
         return max(1, min(self.workers, round(1 / max(share, 1 / self.workers))))
 
     def inline(self, kind: str) -> bool:
-        """Whether calls of `kind` run on the event loop: measured short. Longer calls that mostly
-        compute stay in a thread too: served Flights-v0 at 1 to 3 ms a step (a busy machine) ran at
-        a third of the rate when run on the loop instead, most likely because Linux shares a busy
-        core between threads, not processes, so that a loop and a worker get more of it than a loop
-        alone (every call in the loop thread, dict lookups included, ran several times slower)."""
-        cost = self.cost.get(kind)
-        return cost is not None and cost < self.inline_below_s
+        """Whether calls of `kind` run on the event loop: measured short (see `_measured`)."""
+        return kind in self._on_loop
 
     def ran_inline(self, kind: str, seconds: float) -> None:
         """Count one call of `kind` that a caller ran on the loop itself, because `inline(kind)` said
@@ -139,9 +137,18 @@ class PackedExecutor:
         self._measured(kind, total / calls)
 
     def _measured(self, kind: str, per_call: float) -> None:
+        """Fold one measurement into the kind's cost, and decide where its calls run: a kind comes
+        onto the loop under `inline_below_s` and leaves it past `LEAVE_LOOP_AT` times that, so that
+        a second in which the machine runs at half speed does not send a kind to the threads, where
+        it would cost more still, and back (Flights-v0 steps measure 0.3 to 0.7 ms on the loop)."""
         recent = self._recent.setdefault(kind, deque(maxlen=COST_WINDOW))
         recent.append(per_call)
-        self.cost[kind] = statistics.median(recent)
+        cost = self.cost[kind] = statistics.median(recent)
+        bound = self.inline_below_s * (LEAVE_LOOP_AT if kind in self._on_loop else 1.0)
+        if cost < bound:
+            self._on_loop.add(kind)
+        else:
+            self._on_loop.discard(kind)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         self._scheduled = False

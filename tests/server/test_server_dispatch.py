@@ -163,3 +163,19 @@ def test_computing_calls_slow_only_in_threads_are_tried_on_the_loop_and_stay_the
     assert ex.inline("cheaper") and set(last) == {loop_thread}
     assert loop_thread in ran["slow"] and not ex.inline("slow")  # tried, and sent back to the threads
     assert loop_thread not in ran["waits"] and not ex.inline("waits")
+
+
+def test_a_kind_on_the_loop_stays_there_until_twice_the_bound():
+    """A kind comes onto the loop under the bound and leaves it only past twice the bound, so that
+    the machine slowing down for a moment does not send it to the threads (where it costs more)."""
+    from agentrl.server.dispatch import COST_WINDOW, LEAVE_LOOP_AT
+
+    ex = PackedExecutor(workers=2)
+    bound = ex.inline_below_s
+    for per_call, on_loop in ((0.5 * bound, True), (0.9 * LEAVE_LOOP_AT * bound, True),
+                              (1.1 * LEAVE_LOOP_AT * bound, False), (0.9 * LEAVE_LOOP_AT * bound, False),
+                              (0.5 * bound, True)):
+        for _ in range(COST_WINDOW):  # a whole window, so that the median is this figure
+            ex._measured("kind", per_call)
+        assert ex.inline("kind") is on_loop, (per_call / bound, on_loop)
+    ex.shutdown()
