@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 import pytest
 
@@ -14,20 +15,27 @@ pytestmark = pytest.mark.docker
 SERVER = "import socket, os\ns = socket.socket(socket.AF_UNIX); s.bind('/tmp/srv.sock'); s.listen()\n"
 
 
-def sleeps(sandbox) -> set[str]:
-    # "setsid sleep 101" counts too: under load, setsid may not have become sleep yet
-    return set(re.findall(r"sleep 1[0-9][0-9]", sandbox.exec("ps -eo args").stdout))
+def sleeps(sandbox, expected: set[str] | None = None) -> set[str]:
+    """The test's sleeps running in the sandbox. With `expected`, waits up to 10 s for exactly that
+    set: a command returns once its `&` has forked, and under load a child may not have become
+    `sleep` (or `setsid sleep`, which counts too) by the time `ps` runs."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = set(re.findall(r"sleep 1[0-9][0-9]", sandbox.exec("ps -eo args").stdout))
+        if expected is None or found == expected or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def test_keep_alive_keeps_what_the_command_leaves_running(sandbox):
     sandbox.exec("setsid sleep 101 </dev/null >/dev/null 2>&1 &", keep_alive=True)
     sandbox.exec("sleep 102 &", mode="oneshot", keep_alive=True)
     sandbox.exec("sleep 103 & sleep 104 &")  # not kept
-    assert sleeps(sandbox) == {"sleep 101", "sleep 102"}
+    assert sleeps(sandbox, {"sleep 101", "sleep 102"}) == {"sleep 101", "sleep 102"}
     # kept processes survive any number of later commands, in both modes
     for mode in ("session", "oneshot"):
         sandbox.exec("true", mode=mode)
-    assert sleeps(sandbox) == {"sleep 101", "sleep 102"}
+    assert sleeps(sandbox, {"sleep 101", "sleep 102"}) == {"sleep 101", "sleep 102"}
 
 
 def test_children_of_a_kept_server_survive(sandbox):
@@ -35,13 +43,13 @@ def test_children_of_a_kept_server_survive(sandbox):
     server = "setsid bash -c 'sleep 0.3; n=10; sleep ${n}5 & wait' </dev/null >/dev/null 2>&1 &"
     sandbox.exec(server, keep_alive=True)
     sandbox.exec("sleep 0.6")
-    assert sleeps(sandbox) == {"sleep 105"}
+    assert sleeps(sandbox, {"sleep 105"}) == {"sleep 105"}
 
 
 def test_reset_processes_kills_everything_of_the_user(sandbox):
     sandbox.exec("cd /tmp && export X=1")
     sandbox.exec("setsid sleep 106 </dev/null >/dev/null 2>&1 & sleep 107 &", keep_alive=True)
-    assert sleeps(sandbox) == {"sleep 106", "sleep 107"}
+    assert sleeps(sandbox, {"sleep 106", "sleep 107"}) == {"sleep 106", "sleep 107"}
     sandbox.reset_processes()
     assert sleeps(sandbox) == set()
     # the next session command gets a fresh shell in the workspace
@@ -85,7 +93,7 @@ def test_session_commands_do_not_see_the_shell_pipes(sandbox):
 def test_remote_clients_have_keep_alive_and_reset(server):
     with SandboxClient(server.url, token=server.token) as client, client.create() as sb:
         sb.exec("sleep 110 &", keep_alive=True)
-        assert sleeps(sb) == {"sleep 110"}
+        assert sleeps(sb, {"sleep 110"}) == {"sleep 110"}
         sb.reset_processes()
         assert sleeps(sb) == set()
 
