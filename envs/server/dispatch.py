@@ -71,8 +71,8 @@ class PackedExecutor:
         # machine held up (preempted, paging) does not send a light kind off the loop for long
         self.cost: dict[str, float] = {}
         self._recent: dict[str, deque[float]] = {}
-        # calls that callers ran on the loop themselves, not yet folded into `cost`: (seconds, calls)
         self._on_loop: set[str] = set()  # kinds whose calls run on the event loop
+        # calls that callers ran on the loop themselves, not yet folded into `cost`: (seconds, calls)
         self._inline_run: dict[str, tuple[float, int]] = {}
         self._inline_mark: tuple[float, float] | None = None  # (wall clock, queued time) at the last fold
         self.cpu_share: dict[str, float] = {}  # moving average of CPU time / wall time, by kind
@@ -140,7 +140,7 @@ class PackedExecutor:
         """Fold one measurement into the kind's cost, and decide where its calls run: a kind comes
         onto the loop under `inline_below_s` and leaves it past `LEAVE_LOOP_AT` times that, so that
         a second in which the machine runs at half speed does not send a kind to the threads, where
-        it would cost more still, and back (Flights-v0 steps measure 0.3 to 0.7 ms on the loop)."""
+        it would cost more still, and back (Flights-v0 steps measure 0.4 to 0.7 ms on the loop)."""
         recent = self._recent.setdefault(kind, deque(maxlen=COST_WINDOW))
         recent.append(per_call)
         cost = self.cost[kind] = statistics.median(recent)
