@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,6 @@ from agentrl.core.encoding import has_surrogate, utf8_safe
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
-_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 # Junk a model can write that Python's JSON reader would accept, or choke on with an exception:
 # integers past 64 bits (a 5000-digit one raises ValueError), NaN/Infinity, deep nesting.
 MAX_INT_DIGITS = 19
@@ -140,13 +138,16 @@ def _decode_call(body: str) -> ParsedCall | ParseFailure:
 def parse_tool_calls(text: str, max_calls: int = 16) -> list[ParsedCall | ParseFailure]:
     """All calls in `text`, in order; an unclosed or surplus call becomes a `ParseFailure`."""
     items: list[ParsedCall | ParseFailure] = []
-    end = 0
-    for match in _CALL_RE.finditer(text):
-        items.append(_decode_call(match.group(1)))
-        end = match.end()
-    tail = text[end:]
-    if CALL_OPEN in tail:
-        items.append(ParseFailure(f"a {CALL_OPEN} was opened but never closed with {CALL_CLOSE}"))
+    # each call runs from an opening tag to the first closing tag after it, as the pattern
+    # `<tool_call>(.*?)</tool_call>` matches them; `str.find` costs a third of the regex
+    start = text.find(CALL_OPEN)
+    while start >= 0:
+        close = text.find(CALL_CLOSE, start + len(CALL_OPEN))
+        if close < 0:
+            items.append(ParseFailure(f"a {CALL_OPEN} was opened but never closed with {CALL_CLOSE}"))
+            break
+        items.append(_decode_call(text[start + len(CALL_OPEN):close]))
+        start = text.find(CALL_OPEN, close + len(CALL_CLOSE))
     if len(items) > max_calls:
         surplus = ParseFailure(f"too many tool calls in one turn; only the first {max_calls} ran")
         items = [*items[:max_calls], surplus]

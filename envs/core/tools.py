@@ -68,8 +68,9 @@ class Tool:
         An argument the tool does not take is an error too: dropped in silence, the model would
         believe it had been applied (a filter, a passenger) when it had not."""
         problems = []
-        if self.accepted is not None:
-            unknown = [key for key in arguments if key not in self.accepted]
+        accepted = self.accepted
+        if accepted is not None and not accepted.issuperset(arguments):
+            unknown = [key for key in arguments if key not in accepted]
             problems += [f"{key[:64]}: not an argument of '{self.name}'" for key in unknown]
         try:
             parsed = self.arguments.model_validate(arguments)
@@ -126,9 +127,18 @@ def collect_tools(cls: type) -> dict[str, Tool]:
 
 
 _RESPONSE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps's, made once
+_JSON_TEXT = json.encoder.encode_basestring  # the string writer of that encoder (C)
 
 
 def tool_response(name: str, content: Any, *, error: bool = False) -> str:
-    """One tool result as the model sees it, wrapped like Qwen/Hermes chat templates do."""
-    body = {"name": name, "error" if error else "content": content}
-    return "<tool_response>\n" + _RESPONSE_JSON.encode(body) + "\n</tool_response>"
+    """One tool result as the model sees it, wrapped like Qwen/Hermes chat templates do.
+
+    Text content (most tools answer text) is written by the encoder's own string writer, without
+    building a dict for it: the same characters as `_RESPONSE_JSON.encode` gives, at a third of
+    the cost, on every step of every episode."""
+    key = "error" if error else "content"
+    if type(content) is str:
+        body = '{"name": ' + _JSON_TEXT(name) + ', "' + key + '": ' + _JSON_TEXT(content) + "}"
+    else:
+        body = _RESPONSE_JSON.encode({"name": name, key: content})
+    return "<tool_response>\n" + body + "\n</tool_response>"

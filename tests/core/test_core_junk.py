@@ -243,3 +243,19 @@ def test_the_shortcut_still_sees_escaped_surrogates_and_deep_nesting():
     for action, words in ((surrogate, "surrogate"), (deep, "nests deeper")):
         (item,) = parse_tool_calls(action)
         assert isinstance(item, ParseFailure) and words in item.message, item
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=8), _json_values, st.booleans())
+def test_a_tool_response_reads_the_same_whichever_way_it_is_written(name, content, error):
+    """Text content is written without the encoder's dict; any content (surrogates, quotes,
+    control characters, non-ASCII) gives exactly what `json.dumps(..., ensure_ascii=False)` does."""
+    from agentrl.core.tools import tool_response
+
+    key = "error" if error else "content"
+    expected = json.dumps({"name": name, key: content}, ensure_ascii=False, default=str)
+    assert tool_response(name, content, error=error) == f"<tool_response>\n{expected}\n</tool_response>"
+    if isinstance(content, str):
+        for text in (content, content + "\ud800\"\\\n\x00é"):
+            expected = json.dumps({"name": name, key: text}, ensure_ascii=False)
+            assert tool_response(name, text, error=error) == f"<tool_response>\n{expected}\n</tool_response>"

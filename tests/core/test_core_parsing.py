@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agentrl.core import ParsedCall, ParseFailure, parse_tool_calls
+from agentrl.core.parsing import _decode_call
 
 
 def test_single_call_with_arguments():
@@ -60,6 +63,27 @@ def test_no_call_gives_empty_list():
 def test_parser_never_raises(text):
     for item in parse_tool_calls(text):
         assert isinstance(item, ParsedCall | ParseFailure)
+
+
+# text made mostly of the tags and their pieces, so that calls open, close, nest and run unclosed
+_TAGGY = st.lists(st.sampled_from(["<tool_call>", "</tool_call>", "<tool_", "call>", "</", '{"name": "f"}',
+                                   '{"name": "g", "arguments": {"x": [1]}}', "x", " ", "\n"]),
+                  max_size=12).map("".join) | st.text(max_size=120)
+
+
+@given(_TAGGY)
+def test_calls_are_found_as_the_lazy_pattern_finds_them(text):
+    """The parser scans with `str.find`; what it finds is what `<tool_call>(.*?)</tool_call>`
+    (the spec of a call) matches, with one failure for an opening tag left unclosed."""
+    pattern = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+    expected: list[ParsedCall | ParseFailure] = []
+    end = 0
+    for match in pattern.finditer(text):
+        expected.append(_decode_call(match.group(1)))
+        end = match.end()
+    if "<tool_call>" in text[end:]:
+        expected.append(ParseFailure("a <tool_call> was opened but never closed with </tool_call>"))
+    assert parse_tool_calls(text, max_calls=100) == expected
 
 
 def test_junk_json_is_a_failure_that_names_it():
