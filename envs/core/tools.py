@@ -137,7 +137,7 @@ def tool_response(name: str, content: Any, *, error: bool = False) -> str:
     building a dict for it: the same characters as `_RESPONSE_JSON.encode` gives, at a third of
     the cost, on every step of every episode."""
     key = "error" if error else "content"
-    if type(content) is str:
+    if type(content) is str and type(name) is str:
         body = '{"name": ' + _JSON_TEXT(name) + ', "' + key + '": ' + _JSON_TEXT(content) + "}"
     else:
         body = _RESPONSE_JSON.encode({"name": name, key: content})
