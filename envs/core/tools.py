@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -128,6 +129,8 @@ def collect_tools(cls: type) -> dict[str, Tool]:
 
 _RESPONSE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps's, made once
 _JSON_TEXT = json.encoder.encode_basestring  # the string writer of that encoder (C)
+# what reads a `tool_response` back out of an observation: its JSON body, one group per response
+TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
 
 
 def tool_response(name: str, content: Any, *, error: bool = False) -> str:

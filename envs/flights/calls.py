@@ -6,7 +6,8 @@ import json
 import re
 from typing import Any
 
-RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
+from agentrl.core.tools import TOOL_RESPONSE
+
 _TOOL_NAME = re.compile(r'\{"type": "function", "function": \{"name": "(\w+)"')
 
 
@@ -16,7 +17,7 @@ def call(name: str, **arguments: Any) -> str:
 
 def last_response(observation: str) -> tuple[str | None, Any, str | None]:
     """(tool name, content, error) of the last tool response in an observation."""
-    found = RESPONSE.findall(observation)
+    found = TOOL_RESPONSE.findall(observation)
     if not found:
         return None, None, None
     try:

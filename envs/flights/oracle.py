@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.flights.calls import RESPONSE as _RESPONSE
+from agentrl.core.tools import TOOL_RESPONSE
 from agentrl.flights.calls import call, granularity_of, last_response
 from agentrl.flights.fine_plan import FinePlan
 from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS
@@ -374,7 +374,7 @@ def to_chat(transcript: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str
                 ],
             }
         )
-        for cid, c, body in zip(ids, calls, _RESPONSE.findall(step["observation"]), strict=False):
+        for cid, c, body in zip(ids, calls, TOOL_RESPONSE.findall(step["observation"]), strict=False):
             messages.append({"role": "tool", "tool_call_id": cid, "name": c.name, "content": body})
     chat = {"messages": messages, "tools": tools, "reward": transcript["reward"]}
     if transcript.get("task"):

@@ -10,7 +10,6 @@ or `AsyncEnvClient` (async).
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,11 +20,11 @@ import gymnasium as gym
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient, EnvClient, RemoteEnv
 from agentrl.core import EpisodeOverError, StepResult
+from agentrl.core.tools import TOOL_RESPONSE
 
 SPLITS = ("train", "test")
 # ToolEnv's first observation is the task, then this header and the tool listing (agentrl.core.base)
 TOOLS_HEADER = "\n\n# Tools\n"
-_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -194,5 +193,5 @@ def task_text(observation: str) -> str:
 
 def tool_result(observation: str) -> str:
     """The body of the last `<tool_response>` in an observation, or the observation itself."""
-    found = _RESPONSE.findall(observation)
+    found = TOOL_RESPONSE.findall(observation)
     return found[-1] if found else observation
