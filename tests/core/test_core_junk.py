@@ -259,4 +259,9 @@ def test_a_tool_response_reads_the_same_whichever_way_it_is_written(name, conten
         for text in (content, content + "\ud800\"\\\n\x00é"):
             expected = json.dumps({"name": name, key: text}, ensure_ascii=False)
             assert tool_response(name, text, error=error) == f"<tool_response>\n{expected}\n</tool_response>"
+
+
+def test_a_tool_response_with_a_name_that_is_not_text_takes_the_general_path():
+    from agentrl.core.tools import tool_response
+
     assert tool_response(None, "x") == '<tool_response>\n{"name": null, "content": "x"}\n</tool_response>'
