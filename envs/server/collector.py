@@ -4,16 +4,15 @@ CPython's cycle collector stops the whole process while it scans a generation, s
 with what it scans. A server with hundreds of live episodes holds hundreds of thousands of objects,
 and every step adds a few more that live as long as the episode (its transcript, its trajectory):
 a full collection, or a middle one with large thresholds, then walks all of them while no episode
-steps, tens to hundreds of milliseconds at a time (at 512 Echo-v0 episodes, young collections of
-50,000 objects took 7 to 135 ms on a busy machine; a middle one over a million, about half a
-second, fits a batched p99 of 530 ms where a round takes 35 ms). Most of those passes are wasted:
-what has lived through two collections is episode state that reference counting frees when the
-episode closes.
+steps, tens to hundreds of milliseconds at a time, which at hundreds of episodes is what sets the
+tail of every step's latency (the pauses measured, before and after: docs/benchmarks.md, runs I to
+K of the episode server). Most of those passes are wasted: what has lived through two collections
+is episode state that reference counting frees when the episode closes.
 
 So while a process serves (`short_pauses`):
 - the objects alive at start-up (modules, classes, caches) are frozen out of every collection;
 - the young generations stay small (`YOUNG`, `MIDDLE`), so a collection scans at most about ten
-  thousand objects (0.1 to 4 ms for a young one, 3 to 10 ms for a middle one on a busy machine);
+  thousand objects, a pause of milliseconds at most;
 - whatever survives a collection of the middle generation is frozen right after it
   (`gc.freeze`, a constant-time list move), so the old generation stays empty and no collection
   ever walks the live episodes.
