@@ -6,7 +6,7 @@
 # virtualenv and, from a folder outside the checkout, runs tests/wheel_check.py there (the demo,
 # `agentrl serve` and its page, `agentrl sandbox serve` and a command in a sandbox, every module).
 #
-#   bash tests/wheel_check.sh        # run from a checkout whose .venv has the dev extra (tests/run)
+#   bash tests/wheel_check.sh        # with the checkout's .venv (tests/run makes it), or PYTHON=...
 #
 # The fresh virtualenv gets the wheel and nothing else (`--no-deps`); a .pth file then puts the
 # current environment's site-packages after its own, so the dependencies come from there without a
@@ -16,7 +16,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
-PYTHON="${PYTHON:-python}"
+# the environment to build with and to take the dependencies from: the checkout's .venv (tests/run)
+if [ -z "${PYTHON:-}" ]; then
+    if [ -x .venv/bin/python ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python; fi
+fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/agentrl-wheel.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
