@@ -4,6 +4,11 @@ The retriever (a JVM searcher, an ONNX session, a faiss index) is touched only b
 thread, so concurrent requests can neither race inside it nor oversubscribe the CPU. Requests
 wait in a bounded queue; the worker takes everything waiting (up to `max_batch` queries) and
 answers it with one batched search. A full queue answers 503 at once instead of piling up.
+
+A body that is not a valid request answers 400 (not JSON) or 422 (JSON of the wrong shape) with
+`{"detail": "<what is wrong>"}`. The message names the fields and never echoes their values: a
+value may be NaN or Infinity (Python's JSON reader accepts them, no JSON writer may send them back)
+or megabytes long.
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
 
 from agentrl.retrievers.base import Retriever
@@ -39,6 +47,18 @@ class RetrieveRequest(BaseModel):
 
     def query_list(self) -> list[str]:
         return list(self.queries) if self.queries is not None else [self.query or ""]
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """One line naming each invalid field and what is wrong with it, without the values sent."""
+    problems = []
+    for err in errors:
+        if err.get("type") == "json_invalid":  # FastAPI's location for it is ("body", <offset>)
+            problems.append(f"body: not valid JSON ({(err.get('ctx') or {}).get('error', 'unreadable')})")
+            continue
+        where = ".".join(str(part) for part in err.get("loc", ()) if part != "body") or "body"
+        problems.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
 
 
 class RetrieveResponse(BaseModel):
@@ -135,6 +155,10 @@ def create_app(
 
     app = FastAPI(title="agentrl retrieval server", lifespan=lifespan)
     app.state.worker = worker
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_message(exc.errors())}, status_code=422)
 
     @app.post("/retrieve", response_model=RetrieveResponse)
     async def retrieve(request: RetrieveRequest) -> dict[str, Any]:

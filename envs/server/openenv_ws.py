@@ -14,7 +14,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry
-from agentrl.server.wire import ErrorCode, dumps
+from agentrl.server.wire import ErrorCode, check_finite, dumps
 
 SCHEMA: dict[str, Any] = {
     "action": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
@@ -61,8 +61,11 @@ async def serve_session(websocket: WebSocket, registry: EpisodeRegistry, env_id:
         while True:
             raw = await websocket.receive_text()
             try:
-                message = json.loads(raw)
-            except json.JSONDecodeError as exc:
+                message = check_finite(json.loads(raw))
+            except RecursionError:
+                await websocket.send_text(_error("Invalid JSON: nested too deeply", "INVALID_JSON"))
+                continue
+            except ValueError as exc:  # not JSON, or numbers JSON does not have (NaN, Infinity)
                 await websocket.send_text(_error(f"Invalid JSON: {exc}", "INVALID_JSON"))
                 continue
             if not isinstance(message, dict):

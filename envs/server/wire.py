@@ -14,10 +14,11 @@ the frame's order, or `{"id": 7, "status": 422, "error": ErrorBody}` for a frame
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentrl.core.results import StepResult
 
@@ -50,6 +51,36 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def non_finite_path(value: Any) -> str | None:
+    """Where in `value` a NaN or infinite float sits (a dotted path), or None when there is none.
+
+    Python's JSON reader accepts the tokens NaN and Infinity, which JSON does not have: an env
+    handed `{"max_turns": NaN}` would compare every turn count false and never end. Walked with a
+    stack, not recursion, so a body nested as deep as the reader allows cannot overflow here."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path or "value"
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), inner) for key, inner in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}.{i}" if path else str(i), inner) for i, inner in enumerate(item))
+    return None
+
+
+def check_finite(value: Any) -> Any:
+    """`value` itself, or a ValueError naming where it holds NaN or Infinity."""
+    where = non_finite_path(value)
+    if where is not None:
+        raise ValueError(f"{where}: NaN and Infinity are not JSON numbers")
+    return value
+
+
+# a free-form JSON object handed on to an env: any JSON value inside, but only finite numbers
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_finite)]
+
+
 class ErrorBody(BaseModel):
     error: str = Field(description="Stable error code, e.g. 'unknown_episode'.")
     message: str = Field(description="What went wrong, for a person.")
@@ -78,15 +109,15 @@ class EnvList(BaseModel):
 class CreateEpisode(_Model):
     env_id: str = Field(min_length=1, max_length=200, examples=["agentrl/Echo-v0"])
     seed: int | None = Field(None, ge=0, le=SEED_MAX)
-    options: dict[str, Any] | None = Field(None, description="Passed to env.reset(options=...).")
-    env_kwargs: dict[str, Any] | None = Field(None, description="Passed to the env's constructor.")
+    options: JsonObject | None = Field(None, description="Passed to env.reset(options=...).")
+    env_kwargs: JsonObject | None = Field(None, description="Passed to the env's constructor.")
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
                                    description="A retried create with the same id returns the same episode.")
 
 
 class ResetEpisode(_Model):
     seed: int | None = Field(None, ge=0, le=SEED_MAX)
-    options: dict[str, Any] | None = None
+    options: JsonObject | None = None
 
 
 class EpisodeCreated(BaseModel):

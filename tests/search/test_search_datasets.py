@@ -1,5 +1,5 @@
 """Search-v0's questions: two-hop questions that need two searches, and wiki questions whose
-answers are all in the corpus."""
+answers are read inside their passage, never its title."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from agentrl.retrievers import split_title
 from agentrl.retrievers.datasets import normalize_answer
 from agentrl.retrievers.synthetic import generate_world
-from agentrl.retrievers.wiki_questions import answerable_fanoutqa, definition_question, wiki_questions
+from agentrl.retrievers.wiki_questions import answerable_fanoutqa, blanks, wiki_questions
 
 
 def padded(text: str) -> str:
@@ -69,39 +69,55 @@ def test_synthetic_answers_do_not_pile_up(big_world):
     assert counts.most_common(1)[0][1] / len(big_world.questions) < 0.01
 
 
-def test_every_wiki_answer_is_in_the_corpus(wiki_rows, record_property):
+def test_wiki_answers_are_read_inside_their_passage_and_are_never_its_title(wiki_rows, record_property):
     texts = dict(split_title(r["contents"]) for r in wiki_rows)
     questions = wiki_questions(wiki_rows)
     kinds = Counter(q.id.split(":")[0] for q in questions)
     record_property("wiki_questions", dict(kinds))
     print(f"\nwiki questions: {dict(kinds)}, {len(questions)} in all")
-    assert kinds["wiki"] > 4000 and kinds["fanoutqa"] >= 60
+    assert kinds["wiki"] > 2000 and kinds["fanoutqa"] >= 40
     for q in questions:
-        evidence = texts[q.evidence[0]]
-        assert any(padded(a) in padded(evidence) or a == q.evidence[0] for a in q.answers), q
-        assert not any(padded(a) in padded(q.question) for a in q.answers), q  # not given away
+        title = q.evidence[0]
+        assert q.hops == 1 and len(q.evidence) == 1
+        for a in q.answers:
+            assert padded(a) in padded(texts[title]), q  # read inside the passage...
+            assert normalize_answer(a) != normalize_answer(title), q  # ...never its title
+            assert padded(a) not in padded(q.question), q  # and not given away
+    # one question per passage, per answer, per text: nothing is shared, whatever the split
+    assert len({q.evidence[0] for q in questions}) == len(questions)
+    assert len({normalize_answer(q.answers[0]) for q in questions}) == len(questions)
     assert len({normalize_answer(q.question) for q in questions}) == len(questions)
 
 
-def test_definition_questions_keep_fair_first_sentences_only():
-    made = definition_question(
+def test_blanks_take_names_from_inside_the_first_sentence_never_the_title():
+    everest = blanks(
         "Mount Everest",
         "Mount Everest is the highest mountain on Earth above sea level, on the border of two countries. "
         "It lies...",
     )
-    assert made is not None and made.answers == ("Mount Everest",) and made.evidence == ("Mount Everest",)
-    assert (
-        made.question
-        == "Who or what is the highest mountain on Earth above sea level, on the border of two countries?"
-    )
-    assert (
-        definition_question(
-            "Toyota", "Toyota is a Japanese maker headquartered in Toyota City, Aichi, Japan."
+    assert everest == [
+        (
+            "Earth",
+            'Which words fill the blank in the first sentence of the Wikipedia article "Mount Everest"? '
+            '"Mount Everest is the highest mountain on ___ above sea level, on the border of two countries."',
         )
-        is None
+    ]
+    # the lead's own words, comma and all; no name of the title (Angola) is ever the blank
+    angola = blanks(
+        "Angola",
+        "Angola, officially the Republic of Angola, is a country on the western coast of Southern Africa. "
+        "It is the second-largest Portuguese-speaking country.",
     )
-    assert definition_question("Paris", "Paris is a city.") is None  # names nothing in particular
-    assert definition_question("X", "No definition here at all, just words.") is None
+    assert [a for a, _ in angola] == ["Southern Africa"]
+    sentence = '"Angola, officially the Republic of Angola, is a country on the western coast of ___."'
+    assert angola[0][1].endswith(sentence)
+    toyota = blanks("Toyota", "Toyota is a Japanese maker of cars based in Toyota City, Aichi, Japan.")
+    assert [a for a, _ in toyota] == ["Japanese", "Aichi", "Japan"]  # never "Toyota City"
+    assert blanks("Paris", "Paris is a city in France.") == []  # too short to point at one name
+    assert blanks("X", "No definition here at all, just words.") == []
+    # a capital that starts a sentence is not a name
+    assert blanks("Axiom", "The axiom is an idea of set theory that many use. Informally put, it says.") == []
+    assert all("___" in q and padded(a) not in padded(q) for a, q in everest + angola + toyota)
 
 
 def test_answerable_fanoutqa_drops_questions_whose_answer_is_not_in_their_evidence(wiki_rows, wiki_questions):
@@ -109,3 +125,4 @@ def test_answerable_fanoutqa_drops_questions_whose_answer_is_not_in_their_eviden
     kept = answerable_fanoutqa(texts)
     print(f"\nFanOutQA: {len(wiki_questions)} with their page in the corpus, {len(kept)} answerable from it")
     assert 60 <= len(kept) < len(wiki_questions) / 4
+    assert not any(normalize_answer(q.answers[0]) == normalize_answer(q.evidence[0]) for q in kept)

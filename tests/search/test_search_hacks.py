@@ -1,8 +1,10 @@
 """Reward hacks on Search-v0's test split: policies that answer without finding the answer must
 score about 0, and the oracle (which searches the privileged evidence, bridge included) 1.
 
-Every policy plays every test question of the default synthetic world (10,000 passages) and a
-sample of the wiki questions; the table is printed and recorded. The cap is 0.02 per cell.
+Every policy plays every test question of the default synthetic world (10,000 passages) and of the
+wiki set; the table is printed and recorded (docs/rewards-search.md). The cap is 0.02 per cell.
+Reading pays: a policy that searches the question once and reads the blank's words out of the
+first passage answers the wiki questions, where answering that passage's title pays nothing.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from collections.abc import Callable
 
 import pytest
 
+from agentrl.retrievers.wiki_questions import BLANK
 from agentrl.search.env import SearchEnv
 from agentrl.search.reward import normalize_answer
 
 HACK_CAP = 0.02
-WIKI_SAMPLE = 400
 Policy = Callable[[SearchEnv, str, dict], float]
 
 
@@ -79,6 +81,7 @@ def question_entity(env, obs, info) -> float:
 
 
 def one_search_top_title(env, obs, info) -> float:
+    """The title shortcut: search the question verbatim, answer the first passage's title."""
     obs, *_ = env.step(f"<search>{info['question']}</search>")
     titles = re.findall(r'Doc \d+\(Title: "(.*?)"\)', obs)
     return answer(env, titles[0] if titles else "")
@@ -141,6 +144,7 @@ def run_suite(env: SearchEnv, sample: int | None) -> dict[str, float]:
         f"constant: most common train answer ({constant!r})": play(env, constant_answer, "test", indices),
         "memorise train, play test": play(env, memorise_train, "test", indices),
         "read the info": play(env, read_the_info, "test", indices),
+        "one search, answer the top title": play(env, one_search_top_title, "test", indices),
     }
     if two_hop:
         scores["two-hop: one search, answer the top title"] = play(env, one_search_top_title, "test", two_hop)
@@ -160,12 +164,12 @@ def report(name: str, scores: dict[str, float], record_property) -> None:
 def test_synthetic_hacks_score_zero(synthetic, record_property):
     scores = run_suite(synthetic, None)
     report("synthetic", scores, record_property)
-    assert len(scores) == 9
+    assert len(scores) == 10
     assert all(score <= HACK_CAP for score in scores.values()), scores
 
 
 def test_wiki_hacks_score_zero(wiki, record_property):
-    scores = run_suite(wiki, WIKI_SAMPLE)
+    scores = run_suite(wiki, None)
     report("wiki", scores, record_property)
     assert all(score <= HACK_CAP for score in scores.values()), scores
 
@@ -200,6 +204,27 @@ def test_oracle_with_the_privileged_bridge_scores_one_on_train_and_test(dataset,
         print(f"\n{dataset} oracle on {split}: reward {reward:.3f}, answer shown by its searches {shown:.3f}")
         assert reward == 1.0
         assert shown >= (1.0 if dataset == "synthetic" else 0.98)
+
+
+def one_search_read_the_blank(env, obs, info) -> float:
+    """Search the question once, find its sentence in the first passage, answer what stands where
+    the blank is: reading, which the wiki questions ask for."""
+    obs, *_ = env.step(f"<search>{info['question']}</search>")
+    sentence = info["question"].rsplit('"', 2)[-2]  # the quoted sentence closes the question
+    before, _, after = sentence.partition(BLANK)
+    first = obs.split("\nDoc 2(")[0]
+    found = re.search(re.escape(before[-40:]) + r"(.+?)" + re.escape(after[:20]), first)
+    return answer(env, found.group(1) if found else "")
+
+
+def test_reading_the_first_passage_answers_the_wiki_blanks(wiki, record_property):
+    test = wiki.split_questions("test")
+    blanks = [i for i, q in enumerate(test) if q.id.startswith("wiki:")]
+    reading = play(wiki, one_search_read_the_blank, "test", blanks)
+    title = play(wiki, one_search_top_title, "test", blanks)
+    record_property("wiki: one search, read the blank", reading)
+    print(f"\n{len(blanks)} held-out blanks: reading the first passage {reading:.3f}, its title {title:.3f}")
+    assert reading >= 0.9 and title <= HACK_CAP
 
 
 def test_the_hacks_can_fail(synthetic):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,8 @@ from support import AppServer
 from agentrl.retrievers import Hit, Retriever
 from agentrl.retrievers.server import create_app
 from agentrl.search.env import render_passages
+
+JSON = "application/json"
 
 
 def passages2string(retrieval_result: list[dict]) -> str:
@@ -85,22 +88,69 @@ def test_bad_requests_are_422_not_500(world_server, payload):
     assert "detail" in response.json()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    body=st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-        lambda inner: (
-            st.lists(inner, max_size=3)
-            | st.dictionaries(
-                st.sampled_from(["queries", "query", "topk", "return_scores", "x"]), inner, max_size=4
-            )
-        ),
-        max_leaves=8,
-    )
+# arbitrary JSON, as Python's writer spells it: NaN and Infinity as bare tokens, integers past 64 bits
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63, max_value=10**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["queries", "query", "topk", "return_scores", "x"]), inner, max_size=4
+        )
+    ),
+    max_leaves=8,
 )
-def test_fuzzed_bodies_never_500(world_server, body):
-    response = httpx.post(world_server.url + "/retrieve", json=body, timeout=30)
-    assert response.status_code in (200, 422)
+non_finite = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
+raw_bodies = st.one_of(
+    json_values.map(json.dumps),
+    # the request's own fields holding a number JSON has no spelling for, or one past any integer type
+    st.tuples(st.sampled_from(["topk", "return_scores", "query"]), non_finite).map(
+        lambda kv: f'{{"queries": ["a"], "{kv[0]}": {kv[1]}}}'
+    ),
+    non_finite.map(lambda token: f'{{"queries": [{token}], "topk": 1}}'),
+    st.integers(20, 6000).map(lambda digits: '{"queries": ["a"], "topk": ' + "9" * digits + "}"),
+    # nested deeper than any reader goes, in the body or in a field
+    st.integers(500, 100_000).map(lambda depth: "[" * depth + "]" * depth),
+    st.integers(500, 100_000).map(lambda depth: '{"queries": ' + "[" * depth + "]" * depth + "}"),
+    st.text(max_size=40),
+)
+
+
+def local_port(response: httpx.Response) -> int:
+    """The client-side port the response came back on: the same port, the same connection."""
+    return response.extensions["network_stream"].get_extra_info("client_addr")[1]
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_topk_answers_422_and_the_connection_stays_usable(world_server, token):
+    with httpx.Client(base_url=world_server.url, timeout=30) as http:
+        good = {"queries": ["company founded"], "topk": 2}
+        first = http.post("/retrieve", json=good)
+        bad = http.post(
+            "/retrieve", content=f'{{"queries": ["a"], "topk": {token}}}', headers={"content-type": JSON}
+        )
+        assert bad.status_code == 422
+        assert bad.json() == {"detail": "topk: Input should be a finite number"}
+        again = http.post("/retrieve", json=good)  # the same client, kept alive
+        assert again.status_code == 200 and again.json() == first.json()
+        assert local_port(first) == local_port(bad) == local_port(again)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=raw_bodies)
+def test_fuzzed_bodies_never_500_and_errors_say_what_is_wrong(world_server, body):
+    with httpx.Client(base_url=world_server.url, timeout=30) as http:
+        response = http.post("/retrieve", content=body.encode(), headers={"content-type": JSON})
+        assert response.status_code in (200, 400, 422), (response.status_code, response.text)
+        answer = response.json()
+        if response.status_code != 200:
+            assert isinstance(answer["detail"], str) and answer["detail"], answer
+        good = http.post("/retrieve", json={"query": "company", "topk": 1})
+        assert good.status_code == 200 and local_port(good) == local_port(response)
 
 
 def test_concurrent_requests_are_batched_and_answered_correctly(world_server, world, world_bm25_dir):

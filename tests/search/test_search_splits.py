@@ -35,6 +35,19 @@ def test_splits_are_disjoint_by_question_and_cover_the_set(source, request):
     assert abs(share - TEST_PERCENT / 100) < 0.03
 
 
+@pytest.mark.parametrize("source", ["synthetic", "wiki"])
+def test_held_out_questions_share_no_passage_with_train(source, request):
+    """Held-out in content: a test question's first evidence passage backs no train question, and
+    in the wiki set (one question per passage, per answer) no passage and no answer is on both sides."""
+    env = request.getfixturevalue("wiki_env") if source == "wiki" else SearchEnv()
+    train, test = env.split_questions("train"), env.split_questions("test")
+    assert not {q.evidence[0] for q in train} & {q.evidence[0] for q in test}
+    if source == "wiki":
+        assert not {e for q in train for e in q.evidence} & {e for q in test for e in q.evidence}
+        train_answers = {normalize_answer(a) for q in train for a in q.answers}
+        assert not train_answers & {normalize_answer(a) for q in test for a in q.answers}
+
+
 def test_the_split_depends_on_the_text_alone():
     # the same text lands on the same side whatever its id, case, punctuation or neighbours
     texts = [f"In which year was Company {i} founded?" for i in range(400)]

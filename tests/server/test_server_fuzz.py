@@ -1,11 +1,15 @@
 """Fuzzing the HTTP API: schemathesis against the OpenAPI schema, hypothesis against real episodes.
 
-Whatever arrives, the answer is a documented 2xx/4xx with the error shape, never a 5xx.
+Whatever arrives, the answer is a documented 2xx/4xx with the error shape, never a 5xx; bodies
+holding NaN or Infinity (which Python's JSON reader accepts and JSON does not have) are refused
+with a message, on every route and socket that reads JSON.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
 from collections.abc import Iterator
 
 import httpx
@@ -22,6 +26,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 from server_helpers import ECHO
+from websockets.sync.client import connect
 
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
@@ -84,3 +89,85 @@ def test_steps_with_arbitrary_bodies_never_answer_5xx(echo_only_url, action, req
         r = http.post("/v1/episodes", json={"env_id": ECHO, "options": as_dict, "env_kwargs": as_dict})
         assert r.status_code in (201, 400, 422), r.text
         http.delete(f"/v1/episodes/{eid}")
+
+
+# --- numbers JSON does not have ------------------------------------------------------------------
+# Python's JSON reader takes the tokens NaN, Infinity and -Infinity; JSON has no such numbers, and an
+# env handed one (`{"max_turns": NaN}`) could misbehave forever. Each is refused with a message.
+non_finite = st.sampled_from([math.nan, math.inf, -math.inf])
+poisoned = st.recursive(  # every leaf non-finite, so the value holds at least one wherever it sits
+    non_finite,
+    lambda inner: st.lists(inner, min_size=1, max_size=3)
+    | st.dictionaries(st.text(max_size=6), inner, min_size=1, max_size=3),
+    max_leaves=6,
+)
+poisoned_object = st.builds(
+    lambda base, key, bad: {**base, key: bad},
+    st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+    st.text(max_size=6),
+    poisoned,
+)
+
+
+def step_socket(base_url: str):
+    return connect(base_url.replace("http://", "ws://") + "/v1/ws", compression=None, proxy=None)
+
+
+def raw_json(value: object) -> bytes:
+    """`value` as Python's JSON writer spells it: NaN and Infinity as bare tokens."""
+    return json.dumps(value, allow_nan=True).encode()
+
+
+def refused(response: httpx.Response) -> str:
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    body = response.json()
+    assert set(body) == {"error", "message"} and body["message"], body
+    return body["message"]
+
+
+@given(bad_object=poisoned_object, bad_value=poisoned, action=st.text(max_size=40))
+@FUZZ
+def test_non_finite_numbers_are_refused_with_a_message_and_the_connection_stays_usable(
+    echo_only_url, bad_object, bad_value, action
+):
+    headers = {"content-type": "application/json"}
+    with httpx.Client(base_url=echo_only_url, headers=headers) as http:
+        eid = http.post("/v1/episodes", json={"env_id": ECHO, "seed": 0}).json()["episode_id"]
+        for body in (
+            {"env_id": ECHO, "options": bad_object},
+            {"env_id": ECHO, "env_kwargs": bad_object},
+            {"env_id": ECHO, "seed": bad_value},
+        ):
+            message = refused(http.post("/v1/episodes", content=raw_json(body)))
+            assert "NaN" in message or "finite" in message or "valid" in message, message
+        assert "NaN and Infinity" in refused(
+            http.post(f"/v1/episodes/{eid}/reset", content=raw_json({"options": bad_object}))
+        )
+        step = f"/v1/episodes/{eid}/step"
+        refused(http.post(step, content=raw_json({"action": bad_value})))
+        refused(http.post(step, content=raw_json({"action": action, "request_id": bad_value})))
+        batch = {"steps": [{"episode_id": eid, "action": bad_value}]}
+        refused(http.post("/v1/step", content=raw_json(batch)))
+        # the same connection goes on serving well-formed requests
+        assert http.post(step, json={"action": action}).status_code == 200
+        assert http.delete(f"/v1/episodes/{eid}").status_code == 200
+    with step_socket(echo_only_url) as ws:
+        ws.send(raw_json({"id": 3, "steps": [{"episode_id": "e", "action": bad_value}]}))
+        reply = json.loads(ws.recv())
+        assert reply["status"] == 422 and reply["error"]["message"], reply
+        ws.send(raw_json({"id": 4, "steps": []}))
+        assert json.loads(ws.recv()) == {"id": 4, "results": []}
+
+
+@given(bad_object=poisoned_object)
+@FUZZ
+def test_openenv_socket_refuses_non_finite_numbers_and_keeps_serving(echo_only_url, bad_object):
+    with connect(echo_only_url.replace("http://", "ws://") + "/openenv/" + ECHO + "/ws", proxy=None) as ws:
+        for data in ({"options": bad_object}, bad_object):
+            ws.send(raw_json({"type": "reset", "data": data}).decode())
+            reply = json.loads(ws.recv())
+            assert reply["type"] == "error" and "NaN and Infinity" in reply["data"]["message"], reply
+        ws.send("[" * 100_000 + "]" * 100_000)  # deeper than the reader goes
+        assert json.loads(ws.recv())["data"]["code"] == "INVALID_JSON"
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+        assert json.loads(ws.recv())["type"] == "observation"
