@@ -14,6 +14,7 @@ import shutil
 import signal
 import site  # with -S this does not touch sys.path; Python scripts call site.main()
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -92,14 +93,51 @@ class Capture:
                 del self.tail[: len(self.tail) - self.half]
 
     def text(self):
+        """The kept output as text, and whether some was left out. Head and tail each take at most
+        `cap // 2` bytes *as JSON*, escapes included (a control byte is 6 bytes there), so a reply
+        is bounded by the cap as the host receives it."""
         if len(self.tail) > self.half:
             del self.tail[: len(self.tail) - self.half]
-        omitted = self.total - len(self.head) - len(self.tail)
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
+        head = fit_json(self.head, self.half, keep_end=False)
+        tail = fit_json(self.tail, self.half, keep_end=True)
+        omitted = self.total - len(head) - len(tail)
         if omitted > 0:
-            return head + f"\n...[{omitted} bytes omitted]...\n" + tail, True
-        return head + tail, False
+            return decode(head) + f"\n...[{omitted} bytes omitted]...\n" + decode(tail), True
+        return decode(head) + decode(tail), False
+
+
+def decode(data):
+    return bytes(data).decode("utf-8", "replace")
+
+
+JSON_SIX = bytes(b for b in range(32) if b not in b"\b\t\n\f\r")  # written as \u00XX
+JSON_TWO = b"\b\t\n\f\r\"\\"  # written as \n, \", ...
+NOT_SIX = bytes(b for b in range(256) if b not in JSON_SIX)
+NOT_TWO = bytes(b for b in range(256) if b not in JSON_TWO)
+
+
+def json_size(data):
+    """An upper bound of the size of `data`'s text as JSON: 6 bytes per escaped control byte, 2 per short
+    escape, up to 3 per replacement character; C-speed passes only, no JSON written."""
+    replaced = decode(data).count("\ufffd")
+    six = len(data.translate(None, NOT_SIX))
+    two = len(data.translate(None, NOT_TWO))
+    return len(data) + 5 * six + two + 2 * replaced
+
+
+def fit_json(data, budget, keep_end):
+    """The longest start (or end, `keep_end`) of `data` whose text takes at most `budget` bytes as
+    JSON. Each cut is in proportion to the excess, so a few passes suffice; no byte takes more than
+    6 bytes as JSON."""
+    data = bytes(data)
+    for _ in range(8):
+        size = json_size(data)
+        if size <= budget:
+            return data
+        keep = max(min(len(data) * budget // size, len(data) - 1), 0)
+        data = data[len(data) - keep :] if keep_end else data[:keep]
+    keep = budget // 6
+    return data[len(data) - keep :] if keep_end else data[:keep]
 
 
 def oom_kills():
@@ -173,30 +211,54 @@ def drain(fds, out, err):
 
 
 def as_user(fn, *args):
-    """Run `fn(*args)` in a forked child with the user's rights; returns the bytes it yields."""
+    """Run `fn(*args)` in a forked child with the user's rights; returns the bytes it returns."""
+    sink = io.BytesIO()
+    as_user_to(sink, 1 << 62, lambda out, *a: out.write(fn(*a) or b""), *args)
+    return sink.getvalue()
+
+
+def as_user_to(sink, max_bytes, fn, *args):
+    """Run `fn(out, *args)` in a forked child with the user's rights, copying what it writes to `out`
+    into `sink` a chunk at a time (never all of it in memory); over `max_bytes` is an error.
+    Returns the number of bytes copied."""
     r, w = os.pipe()
+    er, ew = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
             os.close(r)
+            os.close(er)
             become_user()
-            payload = b"K" + fn(*args)
+            with open(w, "wb", buffering=1 << 16) as out:
+                fn(out, *args)
         except BaseException as exc:
-            payload = b"E" + json.dumps([type(exc).__name__, str(exc), error_kind(exc)]).encode()
+            with contextlib.suppress(BaseException):
+                os.write(ew, json.dumps([type(exc).__name__, str(exc), error_kind(exc)]).encode()[:60000])
             code = 1
-        try:
-            with open(w, "wb") as f:
-                f.write(payload)
         finally:
             os._exit(code)
     os.close(w)
-    with open(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    if data[:1] == b"K":
-        return data[1:]
-    name, message, kind = json.loads(data[1:]) if data[:1] == b"E" else ("Error", "helper died", "internal")
+    os.close(ew)
+    copied = 0
+    over = False
+    with open(r, "rb") as source:
+        while chunk := source.read(1 << 20):
+            copied += len(chunk)
+            if copied > max_bytes:
+                over = True
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                break
+            sink.write(chunk)
+    with open(er, "rb") as f:
+        error = f.read()
+    _, status = os.waitpid(pid, 0)
+    if over:
+        raise ValueError(f"over the limit of {max_bytes} bytes")
+    if status == 0:
+        return copied
+    name, message, kind = json.loads(error) if error else ("Error", "helper died", "internal")
     error = {"not_found": FileNotFoundError, "invalid": ValueError}.get(kind, RuntimeError)
     raise error(f"{name}: {message}")
 
@@ -323,12 +385,56 @@ def sysv_objects():
     return found
 
 
+FIXED_TIME = 946684800  # 2000-01-01: the times of every wiped directory after a wipe
+FIXED = {}  # wiped directory -> (mode, uid, gid, mtime_ns): its state at start, put back by every wipe
+
+
+def fix_tops():
+    """Put the wiped directories this process owns in their fixed state: their mode at start, no
+    extended attribute (ACLs included), fixed times. A wipe ends with this (as the user for the
+    workspace, as the agent for the rest), so nothing set on them reaches the next caller."""
+    for top in WIPED:
+        try:
+            st = os.stat(top, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if st.st_uid != os.geteuid():
+            continue
+        for attr in os.listxattr(top, follow_symlinks=False):
+            os.removexattr(top, attr, follow_symlinks=False)
+        mode = FIXED[top][0] if top in FIXED else stat.S_IMODE(st.st_mode)
+        os.chmod(top, mode, follow_symlinks=False)
+        with contextlib.suppress(PermissionError):  # a file system that keeps its own times
+            os.utime(top, (FIXED_TIME, FIXED_TIME), follow_symlinks=False)
+    return b""
+
+
+def record_fixed():
+    for top in WIPED:
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(top, follow_symlinks=False)
+            FIXED[top] = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns)
+
+
+def changed_tops():
+    """The wiped directories not in their fixed state (one that cannot be read counts as changed)."""
+    changed = []
+    for top, fixed in FIXED.items():
+        try:
+            st = os.stat(top, follow_symlinks=False)
+            now = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns)
+            if now != fixed or os.listxattr(top, follow_symlinks=False) or os.listdir(top):
+                changed.append(top)
+        except OSError:
+            changed.append(top)
+    return changed
+
+
 def leftovers():
     """What of the user is left: processes first, for with none left nothing can change the rest."""
     if user_processes():
         return ["processes"]
-    left = [top for top in WIPED if os.path.isdir(top) and os.listdir(top)]
-    return left + (["IPC objects"] if sysv_objects() else [])
+    return changed_tops() + (["IPC objects"] if sysv_objects() else [])
 
 
 def wipe_files():
@@ -356,49 +462,179 @@ def state_file(name, data):
     return path
 
 
+# -- files, never through a link: every path component is opened relative to the one before it
+# with O_NOFOLLOW, so a symbolic link (or a directory swapped for one) is refused, not followed
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_TREE_DEPTH = 64
+
+
+class LinkRefused(ValueError):
+    """A path goes through a symbolic link: the files API never follows one."""
+
+
+def _refuse_link(dir_fd, name, shown):
+    """Raise LinkRefused if `name` in `dir_fd` is a symbolic link."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise LinkRefused(f"{shown!r} is a symbolic link: the files API does not follow links")
+
+
+def _open_dir(dir_fd, name, shown, create):
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise FileNotFoundError(2, "No such file or directory", shown) from None
+    except OSError:
+        _refuse_link(dir_fd, name, shown)
+        raise
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o755, dir_fd=dir_fd)
+    return _open_dir(dir_fd, name, shown, False)
+
+
+def walk(path, create=False):
+    """(fd of the directory holding the last component of `path`, that component): `path` is
+    relative to the workspace, and no component on the way is a link; with `create`, missing
+    directories are made."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    fd = os.open(WORKDIR, DIR_FLAGS)
+    try:
+        for i, part in enumerate(parts[:-1]):
+            parent, fd = fd, _open_dir(fd, part, "/".join(parts[: i + 1]), create)
+            os.close(parent)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, (parts[-1] if parts else ".")
+
+
+def open_in(path, flags, create_dirs=False):
+    """An fd of the file at `path` in the workspace opened with `flags`, no link followed."""
+    dir_fd, name = walk(path, create_dirs)
+    try:
+        return os.open(name, flags | FILE_FLAGS, 0o644, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "No such file or directory", path) from None
+    except OSError:
+        _refuse_link(dir_fd, name, path)
+        raise
+    finally:
+        os.close(dir_fd)
+
+
+def _regular(fd, path):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path!r} is not a regular file")
+    return fd
+
+
+def open_for_write(path, mode, append=False):
+    fd = _regular(open_in(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0), True), path)
+    if not append:
+        os.ftruncate(fd, 0)
+    os.fchmod(fd, mode)
+    return open(fd, "ab" if append else "wb")
+
+
 def write_file(path, data, mode, append):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "ab" if append else "wb") as f:
+    with open_for_write(path, mode, append) as f:
         f.write(data)
-    os.chmod(path, mode)
     return b""
 
 
 def copy_file(source, path, mode):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "wb") as f:
+    with open_for_write(path, mode) as f:
         shutil.copyfileobj(source, f, 1 << 20)
-    os.chmod(path, mode)
     return b""
 
 
-def read_file(path, max_bytes):
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+def read_file(out, path, max_bytes):
+    fd = _regular(open_in(path, os.O_RDONLY), path)
+    with open(fd, "rb") as f:
+        size = os.fstat(fd).st_size
         if size > max_bytes:
             raise ValueError(f"the file is {size} bytes, over the limit of {max_bytes}")
-        return f.read(max_bytes + 1)[:max_bytes]
+        shutil.copyfileobj(f, out, 1 << 20)
 
 
 def extract(archive, path):
-    os.makedirs(path, exist_ok=True)
+    """Unpack a tar archive under `path` (checked by the host: relative members, links inside),
+    creating each member through the no-follow walk: a member never lands through a link."""
+    base = path.strip("/")
+
+    def inside(name):
+        return f"{base}/{name}" if base not in ("", ".") else name
+
     with tarfile.open(fileobj=archive) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(path, filter="data")
-        else:  # members were already checked by the host
-            tar.extractall(path)
+        for member in tar:
+            target = inside(member.name)
+            if member.isdir():
+                os.close(walk(target + "/.", create=True)[0])
+            elif member.isfile():
+                with open_for_write(target, member.mode & 0o777 or 0o644) as f:
+                    shutil.copyfileobj(tar.extractfile(member), f, 1 << 20)
+            elif member.issym() or member.islnk():
+                dir_fd, name = walk(target, create=True)
+                try:
+                    if member.issym():
+                        os.symlink(member.linkname, name, dir_fd=dir_fd)
+                    else:
+                        src_fd, src = walk(inside(member.linkname))
+                        try:
+                            os.link(src, name, src_dir_fd=src_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                        finally:
+                            os.close(src_fd)
+                finally:
+                    os.close(dir_fd)
     return b""
 
 
-def pack(path, max_bytes):
-    if not os.path.lexists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(path, arcname=os.path.basename(path.rstrip("/")) or ".")
-    if buf.tell() > max_bytes:
-        raise ValueError(f"the archive is over the limit of {max_bytes} bytes")
-    return buf.getvalue()
+def pack(out, path, max_bytes):
+    """Write a tar archive of `path` to `out`; links are stored as links, never followed."""
+    dir_fd, name = walk(path)
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.close(dir_fd)
+        raise FileNotFoundError(2, "No such file or directory", path) from None
+    arcname = os.path.basename(path.rstrip("/")) or "."
+    if arcname == ".":  # the workspace itself
+        os.close(dir_fd)
+        dir_fd, name = os.open(os.path.dirname(WORKDIR), DIR_FLAGS), os.path.basename(WORKDIR)
+    try:
+        with tarfile.open(fileobj=out, mode="w|") as tar:
+            _add(tar, dir_fd, name, arcname, 0)
+    finally:
+        os.close(dir_fd)
+
+
+def _add(tar, dir_fd, name, arcname, depth):
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    info = tarfile.TarInfo(arcname)
+    info.mode, info.mtime, info.uid, info.gid = st.st_mode & 0o7777, int(st.st_mtime), st.st_uid, st.st_gid
+    if stat.S_ISLNK(st.st_mode):
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=dir_fd)
+        tar.addfile(info)
+    elif stat.S_ISREG(st.st_mode):
+        fd = os.open(name, os.O_RDONLY | FILE_FLAGS, dir_fd=dir_fd)
+        with open(fd, "rb") as f:
+            info.size = os.fstat(fd).st_size
+            tar.addfile(info, f)
+    elif stat.S_ISDIR(st.st_mode):
+        if depth > MAX_TREE_DEPTH:
+            raise ValueError(f"{arcname!r}: directories nested deeper than {MAX_TREE_DEPTH}")
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        sub = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+        try:
+            for child in sorted(os.listdir(sub)):
+                _add(tar, sub, child, f"{arcname}/{child}", depth + 1)
+        finally:
+            os.close(sub)
+    # sockets, FIFOs and devices are left out
 
 
 def error_kind(exc):
@@ -407,10 +643,6 @@ def error_kind(exc):
     if isinstance(exc, (OSError, ValueError, tarfile.TarError)):
         return "invalid"
     return "internal"
-
-
-def resolve(path):
-    return os.path.join(WORKDIR, path)
 
 
 def run_script(path, env):

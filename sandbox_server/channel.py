@@ -184,8 +184,9 @@ class AgentLink:
             if size is not None and len(buf) > 4 + size:
                 raise ProtocolError("bytes after the reply")
             if size is not None and len(buf) == 4 + size:
+                del buf[:4]  # in place: no second copy of a big reply
                 try:
-                    return json.loads(bytes(buf[4:]))
+                    return json.loads(buf)
                 except ValueError as exc:
                     raise ProtocolError(f"a reply that is not JSON: {exc}") from None
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)

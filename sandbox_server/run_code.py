@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from agentrl.sandbox_server.metrics import Metrics
 
 MAX_OUTPUT_BYTES = 1 << 20
+MAX_FETCH_BYTES = 8 << 20  # a file asked for in `fetch_files`; a bigger one is left out like a missing one
 WAIT_FOR_WIPE_S = 0.25
 
 
@@ -164,7 +165,7 @@ class RunCodeService:
             fetched: dict[str, str] = {}
             for path in req.fetch_files:
                 with contextlib.suppress(FileNotFoundError, InvalidRequest):  # missing files are left out
-                    fetched[path] = base64.b64encode(sandbox.read_file(path)).decode()
+                    fetched[path] = base64.b64encode(sandbox.read_file(path, MAX_FETCH_BYTES)).decode()
             healthy = True
         except InvalidRequest as exc:
             healthy = True
