@@ -55,7 +55,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "--max-output-mb", type=int, default=16, help="the largest max_output_bytes of an exec"
     )
     serve.add_argument(
-        "--heavy-calls", type=int, default=4, help="calls carrying or asking for over 1 MiB at once; more wait"
+        "--heavy-calls", type=int, default=4, help="calls over 1 MiB (body or output cap) at once; more wait"
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(handler=serve_main)
