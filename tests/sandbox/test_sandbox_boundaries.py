@@ -137,6 +137,14 @@ def tenants(backend):
         yield srv
 
 
+@pytest.fixture(scope="module")
+def two_tenants(backend):
+    from agentrl.sandbox_server.app import create_app
+
+    with AppServer(create_app(backend, tokens={"token-a": "a", "token-b": "b"})) as srv:
+        yield srv
+
+
 def run_code(srv, token: str, code: str) -> dict:
     body = {"code": code, "language": "python", "run_timeout": 60}
     reply = httpx.post(srv.url + "/run_code", json=body, headers=as_(token), timeout=120)
@@ -151,10 +159,10 @@ def wait_idle(srv) -> None:
         time.sleep(0.02)
 
 
-def test_the_wipe_puts_every_wiped_directory_back_in_a_fixed_state(tenants):
+def test_the_wipe_puts_every_wiped_directory_back_in_a_fixed_state(two_tenants):
     """Tenant a sets an xattr, ACLs, the mode and the times of /workspace (and /tmp's mtime); tenant b,
     served by the same runner right after, sees the fixed state, every time."""
-    tenants.app.state.run_code.close()  # start from no runner: the calls below share one
+    two_tenants.app.state.run_code.close()  # start from no runner: the calls below share one
     fixed = {
         "/workspace": [[], FIXED_TIME_NS, "0o40755"],
         "/tmp": [[], FIXED_TIME_NS, "0o41777"],
@@ -162,13 +170,13 @@ def test_the_wipe_puts_every_wiped_directory_back_in_a_fixed_state(tenants):
     }
     reused = 0
     for _ in range(3):
-        attack = run_code(tenants, "token-a", ATTACK)["run_result"]["stdout"].splitlines()
+        attack = run_code(two_tenants, "token-a", ATTACK)["run_result"]["stdout"].splitlines()
         assert "user.leak" in attack[-2], attack  # the attack itself worked
-        wait_idle(tenants)
-        probe = run_code(tenants, "token-b", PROBE)["run_result"]["stdout"].splitlines()
+        wait_idle(two_tenants)
+        probe = run_code(two_tenants, "token-b", PROBE)["run_result"]["stdout"].splitlines()
         assert json.loads(probe[0]) == fixed
         reused += probe[1] == attack[-1]
-        wait_idle(tenants)
+        wait_idle(two_tenants)
     assert reused >= 2, "the runner was not reused"
 
 
