@@ -93,13 +93,16 @@ class Capture:
                 del self.tail[: len(self.tail) - self.half]
 
     def text(self):
-        """The kept output as text, and whether some was left out. Head and tail each take at most
-        `cap // 2` bytes *as JSON*, escapes included (a control byte is 6 bytes there), so a reply
-        is bounded by the cap as the host receives it."""
+        """The kept output as text, and whether some was left out. Head and tail take at most `cap`
+        bytes *as JSON*, escapes included (a control byte is 6 bytes there; the head at most half),
+        so a reply is bounded by the cap as the host receives it."""
         if len(self.tail) > self.half:
             del self.tail[: len(self.tail) - self.half]
+        whole = bytes(self.head + self.tail)
+        if len(whole) == self.total and json_size(whole) <= 2 * self.half:
+            return decode(whole), False  # all of it fits: no split between head and tail
         head = fit_json(self.head, self.half, keep_end=False)
-        tail = fit_json(self.tail, self.half, keep_end=True)
+        tail = fit_json(self.tail, 2 * self.half - json_size(head), keep_end=True)
         omitted = self.total - len(head) - len(tail)
         if omitted > 0:
             return decode(head) + f"\n...[{omitted} bytes omitted]...\n" + decode(tail), True
