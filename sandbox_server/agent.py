@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 
+from agentrl_agent_files import copy_file, extract, pack, read_file, write_file  # see channel.py
 from agentrl_agent_lib import (  # sent along with this file, see channel.py
     BASE_ENV,
     COMMAND_FD,
@@ -52,23 +53,18 @@ from agentrl_agent_lib import (  # sent along with this file, see channel.py
     as_user,
     as_user_to,
     become_user,
-    copy_file,
     drain,
     error_kind,
-    extract,
     fix_tops,
     harden,
     kill_everything,
     leftovers,
     oom_kills,
-    pack,
     pump,
-    read_file,
     record_fixed,
     state_file,
     user_processes,
     wipe_files,
-    write_file,
 )
 
 OUT = sys.stdout.buffer
