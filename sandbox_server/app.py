@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 import anyio
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel
 
 from agentrl.sandbox_server.admission import LIGHT_BYTES, Admission, HeldResponse, declared_length
 from agentrl.sandbox_server.backend import Backend
@@ -51,6 +52,13 @@ from agentrl.sandbox_server.run_code import RunCodeService, b64decode
 from agentrl.sandbox_server.sandbox import CHUNK, AgentSandbox
 
 T = TypeVar("T")
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of an endpoint that reads its body itself (once it has its turn)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
 FilePath = Annotated[str, Query(min_length=1, max_length=4096, description="relative to /workspace")]
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503)
@@ -213,7 +221,7 @@ def create_app(
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
-    @app.post("/v1/sandboxes", response_model=SandboxInfo)
+    @app.post("/v1/sandboxes", response_model=SandboxInfo, openapi_extra=json_body(CreateSandboxRequest))
     async def create_sandbox(request: Request, tenant: str = Tenant) -> SandboxInfo:
         async with create_limiter:
             with quota_slot(tenant, "create"):
@@ -253,7 +261,9 @@ def create_app(
         await in_thread(None, backend.destroy, sandbox_id)
         return Response(status_code=204)
 
-    @app.post("/v1/sandboxes/{sandbox_id}/exec", response_model=ExecResult)
+    @app.post(
+        "/v1/sandboxes/{sandbox_id}/exec", response_model=ExecResult, openapi_extra=json_body(ExecRequest)
+    )
     async def exec_command(sandbox_id: str, request: Request, tenant: str = Tenant) -> Response:
         """Body: `ExecRequest`. Read once the call has its turn; answered as JSON of `ExecResult`."""
         sandbox = owned(sandbox_id, tenant)
@@ -339,7 +349,7 @@ def create_app(
 
         return StreamingResponse(chunks(), media_type=media_type, headers={"content-length": str(size)})
 
-    @app.post("/run_code", response_model=RunCodeResponse)
+    @app.post("/run_code", response_model=RunCodeResponse, openapi_extra=json_body(RunCodeRequest))
     async def run_code(request: Request, tenant: str = Tenant) -> Response:
         """Body: SandboxFusion's `RunCodeRequest`, read once the call has its turn."""
         async with run_code_limiter:

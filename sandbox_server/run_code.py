@@ -3,7 +3,8 @@
 A container start costs far more than a call, so calls do not each get a new container: a runner
 serves one call at a time, then its agent wipes it back to a new sandbox's state (every process of
 the user killed with kill(-1) as that user, /workspace, /tmp, /dev/shm, /dev/mqueue and SysV IPC
-emptied, the agent's own files gone) and checks that nothing is left; a runner whose wipe fails,
+emptied and those directories put back in a fixed state (mode, no xattr or ACL, fixed times), the
+agent's own files gone) and checks that nothing is left; a runner whose wipe fails,
 or that served `max_uses` calls, is dropped. Code in one call cannot reach the agent (another uid),
 so nothing of one caller reaches the next. A call with its own memory limit gets its own sandbox.
 Calls wait on no wipe: the runner is wiped after the answer has gone out, and a few runners are
