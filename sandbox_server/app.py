@@ -52,17 +52,16 @@ from agentrl.sandbox_server.run_code import RunCodeService, b64decode
 from agentrl.sandbox_server.sandbox import CHUNK, AgentSandbox
 
 T = TypeVar("T")
+FilePath = Annotated[str, Query(min_length=1, max_length=4096, description="relative to /workspace")]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503)
+}
 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI request body of an endpoint that reads its body itself (once it has its turn)."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
-
-FilePath = Annotated[str, Query(min_length=1, max_length=4096, description="relative to /workspace")]
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503)
-}
 
 
 def create_app(
@@ -341,7 +340,8 @@ def create_app(
             try:
                 for offset in range(0, size, CHUNK):
                     async with lane(sandbox, counted=False):
-                        yield await in_thread(None, sandbox.fetch_chunk, name, offset)
+                        chunk = await in_thread(None, sandbox.fetch_chunk, name, offset)
+                    yield chunk  # sent with the lane free: a slow reader holds up no other call
             finally:
                 with anyio.CancelScope(shield=True), contextlib.suppress(SandboxError):
                     async with lane(sandbox, counted=False):
