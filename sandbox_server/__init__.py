@@ -30,6 +30,8 @@ _EXPORTS = {
     "SandboxError": "errors",
     "SandboxNotFound": "errors",
     "CapacityError": "errors",
+    "QuotaExceeded": "errors",
+    "TooLarge": "errors",
     "DockerUnavailable": "errors",
     "InvalidRequest": "errors",
     "SandboxDead": "errors",
@@ -55,9 +57,11 @@ if TYPE_CHECKING:
         DockerUnavailable,
         Forbidden,
         InvalidRequest,
+        QuotaExceeded,
         SandboxDead,
         SandboxError,
         SandboxNotFound,
+        TooLarge,
     )
     from agentrl.sandbox_server.local_backend import LocalBackend  # noqa: F401
     from agentrl.sandbox_server.models import DEFAULT_IMAGE, ExecResult, SandboxInfo, SandboxSpec  # noqa: F401

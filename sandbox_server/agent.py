@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 
+from agentrl_agent_files import copy_file, extract, pack, read_file, write_file  # see channel.py
 from agentrl_agent_lib import (  # sent along with this file, see channel.py
     BASE_ENV,
     COMMAND_FD,
@@ -50,23 +51,20 @@ from agentrl_agent_lib import (  # sent along with this file, see channel.py
     Capture,
     Zygote,
     as_user,
+    as_user_to,
     become_user,
-    copy_file,
     drain,
     error_kind,
-    extract,
+    fix_tops,
     harden,
     kill_everything,
     leftovers,
     oom_kills,
-    pack,
     pump,
-    read_file,
-    resolve,
+    record_fixed,
     state_file,
     user_processes,
     wipe_files,
-    write_file,
 )
 
 OUT = sys.stdout.buffer
@@ -149,7 +147,8 @@ class Agent:
             os.unlink(os.path.join(STATE_DIR, name))
         left = leftovers()
         if left:
-            as_user(lambda: kill_everything() + wipe_files())
+            as_user(lambda: kill_everything() + fix_tops() + wipe_files() + fix_tops())
+            fix_tops()  # the directories the agent owns (/tmp, /dev/shm)
             left = leftovers()
         if left:
             raise RuntimeError(f"the wipe left something behind: {', '.join(left)}")
@@ -370,12 +369,42 @@ class Agent:
 
     def op_write(self, req):
         data = base64.b64decode(req["data"])
-        as_user(write_file, resolve(req["path"]), data, int(req.get("mode", 0o644)), bool(req.get("append")))
+        as_user(write_file, req["path"], data, int(req.get("mode", 0o644)), bool(req.get("append")))
         return {}
 
-    def op_read(self, req):
-        data = as_user(read_file, resolve(req["path"]), int(req.get("max_bytes", 1 << 30)))
+    def op_download(self, req):
+        """A file (or a tar archive of a path) read as the user into a file of the agent's own, fetched
+        by the host a chunk at a time; a small one comes back at once."""
+        path = os.path.join(STATE_DIR, "out-" + req["name"].replace("/", "_"))
+        max_bytes = int(req["max_bytes"])
+        try:
+            with open(path, "wb") as out:
+                if req.get("archive"):
+                    size = as_user_to(out, max_bytes, pack, req["path"], max_bytes)
+                else:
+                    size = as_user_to(out, max_bytes, read_file, req["path"], max_bytes)
+            if size <= int(req["inline_bytes"]):
+                with open(path, "rb") as f:
+                    data = f.read()
+                os.unlink(path)
+                return {"size": size, "data": base64.b64encode(data).decode()}
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
+        return {"size": size}
+
+    def op_fetch(self, req):
+        path = os.path.join(STATE_DIR, "out-" + req["name"].replace("/", "_"))
+        with open(path, "rb") as f:
+            f.seek(int(req["offset"]))
+            data = f.read(int(req["size"]))
         return {"data": base64.b64encode(data).decode()}
+
+    def op_drop(self, req):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(STATE_DIR, "out-" + req["name"].replace("/", "_")))
+        return {}
 
     def op_stage(self, req):
         """Append a chunk to a staging file of the agent's own (an archive on its way in)."""
@@ -389,7 +418,7 @@ class Agent:
         path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
         try:
             with open(path, "rb") as staged:
-                as_user(copy_file, staged, resolve(req["path"]), int(req.get("mode", 0o644)))
+                as_user(copy_file, staged, req["path"], int(req.get("mode", 0o644)))
         finally:
             os.unlink(path)
         return {}
@@ -398,14 +427,10 @@ class Agent:
         path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
         try:
             with open(path, "rb") as archive:
-                as_user(extract, archive, resolve(req["path"]))
+                as_user(extract, archive, req["path"])
         finally:
             os.unlink(path)
         return {}
-
-    def op_get_tar(self, req):
-        data = as_user(pack, resolve(req["path"]), int(req.get("max_bytes", 1 << 30)))
-        return {"data": base64.b64encode(data).decode()}
 
     def op_hello(self, req):
         return {"pid": os.getpid(), "isolated": ISOLATED, "switched": SWITCH, "workdir": WORKDIR}
@@ -455,6 +480,10 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     harden()
     os.makedirs(STATE_DIR, mode=0o711, exist_ok=True)
+    if SWITCH:  # the wiped directories start in the state every wipe puts back
+        as_user(fix_tops)
+        fix_tops()
+        record_fixed()
     agent = Agent(Zygote())
     requests = queue.SimpleQueue()
     threading.Thread(target=read_frames, args=(requests,), daemon=True).start()

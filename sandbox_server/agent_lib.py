@@ -2,7 +2,7 @@
 
 The host sends this file's text along with the agent's and the agent imports it as
 `agentrl_agent_lib`: the rights a command runs with, output capture, the process table, the zygote
-that starts Python scripts, file operations done as the user, the runner wipe.
+that starts Python scripts, the runner wipe (file operations: agent_files.py).
 """
 
 import contextlib
@@ -14,6 +14,7 @@ import shutil
 import signal
 import site  # with -S this does not touch sys.path; Python scripts call site.main()
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -92,14 +93,54 @@ class Capture:
                 del self.tail[: len(self.tail) - self.half]
 
     def text(self):
+        """The kept output as text, and whether some was left out. Head and tail take at most `cap`
+        bytes *as JSON*, escapes included (a control byte is 6 bytes there; the head at most half),
+        so a reply is bounded by the cap as the host receives it."""
         if len(self.tail) > self.half:
             del self.tail[: len(self.tail) - self.half]
-        omitted = self.total - len(self.head) - len(self.tail)
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
+        whole = bytes(self.head + self.tail)
+        if len(whole) == self.total and json_size(whole) <= 2 * self.half:
+            return decode(whole), False  # all of it fits: no split between head and tail
+        head = fit_json(self.head, self.half, keep_end=False)
+        tail = fit_json(self.tail, 2 * self.half - json_size(head), keep_end=True)
+        omitted = self.total - len(head) - len(tail)
         if omitted > 0:
-            return head + f"\n...[{omitted} bytes omitted]...\n" + tail, True
-        return head + tail, False
+            return decode(head) + f"\n...[{omitted} bytes omitted]...\n" + decode(tail), True
+        return decode(head) + decode(tail), False
+
+
+def decode(data):
+    return bytes(data).decode("utf-8", "replace")
+
+
+JSON_SIX = bytes(b for b in range(32) if b not in b"\b\t\n\f\r")  # written as \u00XX
+JSON_TWO = b"\b\t\n\f\r\"\\"  # written as \n, \", ...
+NOT_SIX = bytes(b for b in range(256) if b not in JSON_SIX)
+NOT_TWO = bytes(b for b in range(256) if b not in JSON_TWO)
+
+
+def json_size(data):
+    """An upper bound of the size of `data`'s text as JSON: 6 bytes per escaped control byte, 2 per short
+    escape, up to 3 per replacement character; C-speed passes only, no JSON written."""
+    replaced = decode(data).count("\ufffd")
+    six = len(data.translate(None, NOT_SIX))
+    two = len(data.translate(None, NOT_TWO))
+    return len(data) + 5 * six + two + 2 * replaced
+
+
+def fit_json(data, budget, keep_end):
+    """The longest start (or end, `keep_end`) of `data` whose text takes at most `budget` bytes as
+    JSON. Each cut is in proportion to the excess, so a few passes suffice; no byte takes more than
+    6 bytes as JSON."""
+    data = bytes(data)
+    for _ in range(8):
+        size = json_size(data)
+        if size <= budget:
+            return data
+        keep = max(min(len(data) * budget // size, len(data) - 1), 0)
+        data = data[len(data) - keep :] if keep_end else data[:keep]
+    keep = budget // 6
+    return data[len(data) - keep :] if keep_end else data[:keep]
 
 
 def oom_kills():
@@ -173,30 +214,54 @@ def drain(fds, out, err):
 
 
 def as_user(fn, *args):
-    """Run `fn(*args)` in a forked child with the user's rights; returns the bytes it yields."""
+    """Run `fn(*args)` in a forked child with the user's rights; returns the bytes it returns."""
+    sink = io.BytesIO()
+    as_user_to(sink, 1 << 62, lambda out, *a: out.write(fn(*a) or b""), *args)
+    return sink.getvalue()
+
+
+def as_user_to(sink, max_bytes, fn, *args):
+    """Run `fn(out, *args)` in a forked child with the user's rights, copying what it writes to `out`
+    into `sink` a chunk at a time (never all of it in memory); over `max_bytes` is an error.
+    Returns the number of bytes copied."""
     r, w = os.pipe()
+    er, ew = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
             os.close(r)
+            os.close(er)
             become_user()
-            payload = b"K" + fn(*args)
+            with open(w, "wb", buffering=1 << 16) as out:
+                fn(out, *args)
         except BaseException as exc:
-            payload = b"E" + json.dumps([type(exc).__name__, str(exc), error_kind(exc)]).encode()
+            with contextlib.suppress(BaseException):
+                os.write(ew, json.dumps([type(exc).__name__, str(exc), error_kind(exc)]).encode()[:60000])
             code = 1
-        try:
-            with open(w, "wb") as f:
-                f.write(payload)
         finally:
             os._exit(code)
     os.close(w)
-    with open(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    if data[:1] == b"K":
-        return data[1:]
-    name, message, kind = json.loads(data[1:]) if data[:1] == b"E" else ("Error", "helper died", "internal")
+    os.close(ew)
+    copied = 0
+    over = False
+    with open(r, "rb") as source:
+        while chunk := source.read(1 << 20):
+            copied += len(chunk)
+            if copied > max_bytes:
+                over = True
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                break
+            sink.write(chunk)
+    with open(er, "rb") as f:
+        error = f.read()
+    _, status = os.waitpid(pid, 0)
+    if over:
+        raise ValueError(f"over the limit of {max_bytes} bytes")
+    if status == 0:
+        return copied
+    name, message, kind = json.loads(error) if error else ("Error", "helper died", "internal")
     error = {"not_found": FileNotFoundError, "invalid": ValueError}.get(kind, RuntimeError)
     raise error(f"{name}: {message}")
 
@@ -323,12 +388,56 @@ def sysv_objects():
     return found
 
 
+FIXED_TIME = 946684800  # 2000-01-01: the times of every wiped directory after a wipe
+FIXED = {}  # wiped directory -> (mode, uid, gid, mtime_ns): its state at start, put back by every wipe
+
+
+def fix_tops():
+    """Put the wiped directories this process owns in their fixed state: their mode at start, no
+    extended attribute (ACLs included), fixed times. A wipe ends with this (as the user for the
+    workspace, as the agent for the rest), so nothing set on them reaches the next caller."""
+    for top in WIPED:
+        try:
+            st = os.stat(top, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if st.st_uid != os.geteuid():
+            continue
+        for attr in os.listxattr(top, follow_symlinks=False):
+            os.removexattr(top, attr, follow_symlinks=False)
+        mode = FIXED[top][0] if top in FIXED else stat.S_IMODE(st.st_mode)
+        os.chmod(top, mode, follow_symlinks=False)
+        with contextlib.suppress(PermissionError):  # a file system that keeps its own times
+            os.utime(top, (FIXED_TIME, FIXED_TIME), follow_symlinks=False)
+    return b""
+
+
+def record_fixed():
+    for top in WIPED:
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(top, follow_symlinks=False)
+            FIXED[top] = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns)
+
+
+def changed_tops():
+    """The wiped directories not in their fixed state (one that cannot be read counts as changed)."""
+    changed = []
+    for top, fixed in FIXED.items():
+        try:
+            st = os.stat(top, follow_symlinks=False)
+            now = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns)
+            if now != fixed or os.listxattr(top, follow_symlinks=False) or os.listdir(top):
+                changed.append(top)
+        except OSError:
+            changed.append(top)
+    return changed
+
+
 def leftovers():
     """What of the user is left: processes first, for with none left nothing can change the rest."""
     if user_processes():
         return ["processes"]
-    left = [top for top in WIPED if os.path.isdir(top) and os.listdir(top)]
-    return left + (["IPC objects"] if sysv_objects() else [])
+    return changed_tops() + (["IPC objects"] if sysv_objects() else [])
 
 
 def wipe_files():
@@ -356,61 +465,12 @@ def state_file(name, data):
     return path
 
 
-def write_file(path, data, mode, append):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "ab" if append else "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)
-    return b""
-
-
-def copy_file(source, path, mode):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "wb") as f:
-        shutil.copyfileobj(source, f, 1 << 20)
-    os.chmod(path, mode)
-    return b""
-
-
-def read_file(path, max_bytes):
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > max_bytes:
-            raise ValueError(f"the file is {size} bytes, over the limit of {max_bytes}")
-        return f.read(max_bytes + 1)[:max_bytes]
-
-
-def extract(archive, path):
-    os.makedirs(path, exist_ok=True)
-    with tarfile.open(fileobj=archive) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(path, filter="data")
-        else:  # members were already checked by the host
-            tar.extractall(path)
-    return b""
-
-
-def pack(path, max_bytes):
-    if not os.path.lexists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(path, arcname=os.path.basename(path.rstrip("/")) or ".")
-    if buf.tell() > max_bytes:
-        raise ValueError(f"the archive is over the limit of {max_bytes} bytes")
-    return buf.getvalue()
-
-
 def error_kind(exc):
     if isinstance(exc, FileNotFoundError):
         return "not_found"
     if isinstance(exc, (OSError, ValueError, tarfile.TarError)):
         return "invalid"
     return "internal"
-
-
-def resolve(path):
-    return os.path.join(WORKDIR, path)
 
 
 def run_script(path, env):

@@ -25,14 +25,17 @@ from agentrl.sandbox_server.errors import InvalidRequest, SandboxDead, SandboxEr
 
 
 def _agent_source() -> str:
-    """The program the agent runs (`python3 -c`): its helper module, then the agent itself."""
-    lib = Path(__file__).with_name("agent_lib.py").read_text()
-    return (
-        "import sys, types\n"
-        "_lib = types.ModuleType('agentrl_agent_lib')\n"
-        f"exec(compile({lib!r}, 'agent_lib.py', 'exec'), _lib.__dict__)\n"
-        "sys.modules['agentrl_agent_lib'] = _lib\n" + Path(__file__).with_name("agent.py").read_text()
-    )
+    """The program the agent runs (`python3 -c`): its helper modules, then the agent itself."""
+    here = Path(__file__).parent
+    source = "import sys, types\n"
+    for module, file in (("agentrl_agent_lib", "agent_lib.py"), ("agentrl_agent_files", "agent_files.py")):
+        text = (here / file).read_text()
+        source += (
+            f"_m = types.ModuleType({module!r})\n"
+            f"sys.modules[{module!r}] = _m\n"
+            f"exec(compile({text!r}, {file!r}, 'exec'), _m.__dict__)\n"
+        )
+    return source + (here / "agent.py").read_text()
 
 
 AGENT_SOURCE = _agent_source()
@@ -184,8 +187,9 @@ class AgentLink:
             if size is not None and len(buf) > 4 + size:
                 raise ProtocolError("bytes after the reply")
             if size is not None and len(buf) == 4 + size:
+                del buf[:4]  # in place: no second copy of a big reply
                 try:
-                    return json.loads(bytes(buf[4:]))
+                    return json.loads(buf)
                 except ValueError as exc:
                     raise ProtocolError(f"a reply that is not JSON: {exc}") from None
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)

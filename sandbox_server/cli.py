@@ -22,8 +22,9 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "--tenant",
         action="append",
         default=[],
-        metavar="NAME=TOKEN",
-        help="a tenant and its token (repeatable); a tenant sees and touches only its own sandboxes",
+        metavar="NAME=TOKEN[:MAX]",
+        help="a tenant, its bearer token and its quota: the most sandboxes it may hold, its /run_code "
+        "calls under way included (repeatable); a tenant sees and touches only its own sandboxes",
     )
     serve.add_argument(
         "--allow-image",
@@ -44,9 +45,40 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--image", default=None, help="default sandbox image")
     serve.add_argument("--pool-size", type=int, default=4, help="pre-started containers kept per shape")
     serve.add_argument("--max-sandboxes", type=int, default=256)
-    serve.add_argument("--max-request-mb", type=int, default=64)
+    serve.add_argument(
+        "--max-request-mb", type=int, default=64, help="the largest upload (PUT of a file) or download"
+    )
+    serve.add_argument(
+        "--max-json-mb", type=int, default=16, help="the largest JSON request (exec with stdin, /run_code)"
+    )
+    serve.add_argument(
+        "--max-output-mb", type=int, default=16, help="the largest max_output_bytes of an exec"
+    )
+    serve.add_argument(
+        "--heavy-calls", type=int, default=4, help="calls over 1 MiB (body or output cap) at once; more wait"
+    )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(handler=serve_main)
+
+
+def parse_tenants(items: list[str]) -> tuple[dict[str, str], dict[str, int]]:
+    """`--tenant NAME=TOKEN[:MAX]` values -> ({token: name}, {name: MAX}); a token may hold ':' as
+    long as what follows its last one is not a number."""
+    tokens: dict[str, str] = {}
+    quotas: dict[str, int] = {}
+    for item in items:
+        name, eq, rest = item.partition("=")
+        token, colon, quota = rest.rpartition(":")
+        if not (colon and quota.isdigit()):
+            token, quota = rest, ""
+        if not (eq and name and token):
+            raise ValueError(f"--tenant takes NAME=TOKEN[:MAX], not {item!r}")
+        if token in tokens or name in tokens.values():
+            raise ValueError(f"--tenant {name}: a tenant name and a token may each be given once")
+        tokens[token] = name
+        if quota:
+            quotas[name] = int(quota)
+    return tokens, quotas
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -75,9 +107,10 @@ def serve_main(args: argparse.Namespace) -> int:
     except DockerUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    tenants = dict(reversed(item.split("=", 1)) for item in args.tenant if "=" in item)
-    if len(tenants) != len(args.tenant):
-        print("error: --tenant takes NAME=TOKEN", file=sys.stderr)
+    try:
+        tenants, quotas = parse_tenants(args.tenant)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     app = create_app(
         backend,
@@ -85,6 +118,10 @@ def serve_main(args: argparse.Namespace) -> int:
         tokens=tenants,
         allowed_images=args.allow_image,
         max_request_bytes=args.max_request_mb << 20,
+        max_json_bytes=args.max_json_mb << 20,
+        max_output_bytes=args.max_output_mb << 20,
+        heavy_calls=args.heavy_calls,
+        quotas=quotas,
         max_pending=args.max_pending,
     )
     try:

@@ -21,9 +21,11 @@ from agentrl.sandbox_server.errors import (
     CapacityError,
     Forbidden,
     InvalidRequest,
+    QuotaExceeded,
     SandboxDead,
     SandboxError,
     SandboxNotFound,
+    TooLarge,
 )
 from agentrl.sandbox_server.models import ExecMode, ExecResult, SandboxInfo
 from agentrl.sandbox_server.sandbox import as_bytes
@@ -36,6 +38,8 @@ _BY_KIND: dict[str, type[SandboxError]] = {
     "sandbox_dead": SandboxDead,
     "too_many_requests": Busy,
     "forbidden": Forbidden,
+    "quota": QuotaExceeded,
+    "too_large": TooLarge,
 }
 
 

@@ -35,6 +35,7 @@ STATE_DIR = "/run/agentrl"  # the agent's own files (scripts, stdin): root's, re
 DEAD_EVENTS = {"die": "its container died", "pause": "its container was paused"}
 MAX_POOL_KEYS = 8  # images kept warm at once
 CONTAINER_MAX_AGE_S = 8 * 86400  # backstop: any backend removes containers older than this
+ORPHAN_REMOVAL_WAIT_S = 30.0  # how long a sweep waits for a removal another sweep began
 
 
 def _process_start(pid: int) -> str:
@@ -191,14 +192,28 @@ class DockerBackend(Backend):
                 raise SandboxError(f"the sandbox container did not start: {exc}") from exc
         return link, cid
 
-    def _remove(self, cid: str) -> None:
+    def _remove(self, cid: str, *, wait_s: float = 0.0) -> bool:
+        """Remove a container; with `wait_s`, also wait until it is gone when its removal was already
+        under way (409: by auto-removal, or by another backend's sweep), since until then the
+        engine still lists it. True once it is gone (or, without `wait_s`, on its way out)."""
         try:
             self.docker.api.remove_container(cid, force=True)
+            return True
         except self._errors.NotFound:
-            pass
+            return True
         except self._errors.APIError as exc:
-            if exc.status_code != 409:  # 409: auto-removal already under way
+            if exc.status_code != 409:
                 log.warning("could not remove container %s: %s", cid[:12], exc)
+                return False
+        if wait_s <= 0:
+            return True
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not self.docker.api.containers(all=True, filters={"id": cid}):
+                return True
+            time.sleep(0.05)
+        log.warning("container %s was still being removed after %g s", cid[:12], wait_s)
+        return False
 
     def _acquire(self, spec: SandboxSpec) -> tuple[AgentLink, Any]:
         key = self._key(spec)
@@ -274,20 +289,25 @@ class DockerBackend(Backend):
             if not self._stop.is_set():
                 log.warning("Docker event stream ended: %s", exc)
 
-    def reap_orphans(self) -> int:
-        """Remove labelled containers whose owner process is gone (or that are too old)."""
-        removed = 0
+    def reap_orphans(self, wait_s: float = ORPHAN_REMOVAL_WAIT_S) -> int:
+        """Remove labelled containers whose owner process is gone (or that are too old), and return
+        only once they are gone: the backend is handed out after its first sweep, and a container
+        whose removal another sweep has begun is still listed until that removal ends."""
+        orphans = []
         for container in self.docker.api.containers(all=True, filters={"label": LABEL}):
             labels = container.get("Labels") or {}
             if labels.get(f"{LABEL}.owner") == getattr(self, "owner", None):
                 continue
             too_old = time.time() - container.get("Created", 0) > CONTAINER_MAX_AGE_S
             if too_old or not _owner_alive(labels):
-                self._remove(container["Id"])
-                removed += 1
-        if removed:
-            log.info("removed %d orphaned sandbox containers", removed)
-        return removed
+                orphans.append(container["Id"])
+        left = [cid for cid in orphans if not self._remove(cid, wait_s=wait_s)]
+        if orphans:
+            log.info("removed %d orphaned sandbox containers", len(orphans) - len(left))
+        if left:
+            log.warning("%d orphaned sandbox containers could not be removed yet", len(left))
+        self.orphans_left = len(left)
+        return len(orphans) - len(left)
 
     def _periodic(self) -> None:
         if time.monotonic() - self._last_orphan_sweep >= self._orphan_interval_s:

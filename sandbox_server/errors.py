@@ -34,6 +34,20 @@ class CapacityError(SandboxError):
     kind = "capacity"
 
 
+class QuotaExceeded(CapacityError):
+    """The tenant holds as many sandboxes (its /run_code calls under way included) as its quota allows."""
+
+    http_status = 429
+    kind = "quota"
+
+
+class TooLarge(SandboxError):
+    """The request carries or asks for more than the server's operator allows."""
+
+    http_status = 413
+    kind = "too_large"
+
+
 class DockerUnavailable(SandboxError):
     """No Docker engine could be reached, or the sandbox image is missing."""
 

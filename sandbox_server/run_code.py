@@ -3,7 +3,8 @@
 A container start costs far more than a call, so calls do not each get a new container: a runner
 serves one call at a time, then its agent wipes it back to a new sandbox's state (every process of
 the user killed with kill(-1) as that user, /workspace, /tmp, /dev/shm, /dev/mqueue and SysV IPC
-emptied, the agent's own files gone) and checks that nothing is left; a runner whose wipe fails,
+emptied and those directories put back in a fixed state (mode, no xattr or ACL, fixed times), the
+agent's own files gone) and checks that nothing is left; a runner whose wipe fails,
 or that served `max_uses` calls, is dropped. Code in one call cannot reach the agent (another uid),
 so nothing of one caller reaches the next. A call with its own memory limit gets its own sandbox.
 Calls wait on no wipe: the runner is wiped after the answer has gone out, and a few runners are
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from agentrl.sandbox_server.metrics import Metrics
 
 MAX_OUTPUT_BYTES = 1 << 20
+MAX_FETCH_BYTES = 8 << 20  # a file asked for in `fetch_files`; a bigger one is left out like a missing one
 WAIT_FOR_WIPE_S = 0.25
 
 
@@ -164,7 +166,7 @@ class RunCodeService:
             fetched: dict[str, str] = {}
             for path in req.fetch_files:
                 with contextlib.suppress(FileNotFoundError, InvalidRequest):  # missing files are left out
-                    fetched[path] = base64.b64encode(sandbox.read_file(path)).decode()
+                    fetched[path] = base64.b64encode(sandbox.read_file(path, MAX_FETCH_BYTES)).decode()
             healthy = True
         except InvalidRequest as exc:
             healthy = True

@@ -13,7 +13,7 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol, runtime_checkable
 
 from agentrl.sandbox_server.channel import AgentLink
@@ -22,7 +22,14 @@ from agentrl.sandbox_server.languages import script_command
 from agentrl.sandbox_server.models import ExecMode, ExecResult, SandboxInfo
 from agentrl.sandbox_server.paths import check_path, check_tar
 
-CHUNK = 1 << 20  # files travel to the agent in frames of this size: memory stays flat for any upload
+CHUNK = 1 << 20  # files travel to and from the agent in frames of this size: memory stays flat
+CHUNK_REPLY_LIMIT = CHUNK * 4 // 3 + (64 << 10)  # a chunk as base64 in a reply
+
+
+def exec_reply_limit(max_output_bytes: int) -> int:
+    """The most bytes an exec reply may take as received: two captures bounded as JSON, and a few
+    fields (the agent marks what it left out in a few dozen bytes per capture)."""
+    return 2 * max_output_bytes + (64 << 10)
 
 
 @runtime_checkable
@@ -163,8 +170,8 @@ class AgentSandbox:
             # Python scripts run in a fork of the agent's pristine zygote: no start-up cost
             fields["fork_python"] = mode == "oneshot" and script_suffix == ".py"
         # the agent enforces timeout_s; the extra wait only catches an agent that died. A reply holds
-        # at most two captures, each at most 6 bytes of JSON per byte of output
-        limit = 12 * max_output_bytes + (1 << 20)
+        # two captures, each at most `max_output_bytes` as JSON (escapes counted), and a few fields
+        limit = exec_reply_limit(max_output_bytes)
         reply = self._call("exec", wait_s=timeout_s + 30.0, limit=limit, **fields)
         return ExecResult(**reply)
 
@@ -222,10 +229,48 @@ class AgentSandbox:
         return name
 
     def read_file(self, path: str, max_bytes: int = 1 << 30) -> bytes:
+        return b"".join(self.download(path, max_bytes=max_bytes))
+
+    def download(self, path: str, *, archive: bool = False, max_bytes: int = 1 << 30) -> Iterator[bytes]:
+        """A file (or, `archive`, a tar archive of a path) a chunk at a time: the agent reads it as the
+        user into a file of its own and the host fetches it by the chunk, so no more than a chunk is
+        ever in memory here. Links are never followed (one on the way is an `InvalidRequest`)."""
+        size, name, data = self.stage_download(path, archive=archive, max_bytes=max_bytes)
+        if name is None:
+            yield data
+            return
+        try:
+            for offset in range(0, size, CHUNK):
+                yield self.fetch_chunk(name, offset)
+        finally:
+            self.drop_download(name)
+
+    def stage_download(
+        self, path: str, *, archive: bool = False, max_bytes: int = 1 << 30
+    ) -> tuple[int, str | None, bytes]:
+        """Have the agent stage a download: (size, name to fetch it by, b"") or, when it fits in one
+        chunk, (size, None, the bytes)."""
+        name = secrets.token_hex(12)
         reply = self._call(
-            "read", path=check_path(path), max_bytes=max_bytes, limit=max_bytes * 2 + (1 << 20)
+            "download",
+            path=check_path(path),
+            archive=archive,
+            max_bytes=max_bytes,
+            name=name,
+            inline_bytes=CHUNK,
+            limit=CHUNK_REPLY_LIMIT,
+            wait_s=300.0,
         )
+        if "data" in reply:
+            return int(reply["size"]), None, base64.b64decode(reply["data"])
+        return int(reply["size"]), name, b""
+
+    def fetch_chunk(self, name: str, offset: int) -> bytes:
+        reply = self._call("fetch", name=name, offset=offset, size=CHUNK, limit=CHUNK_REPLY_LIMIT)
         return base64.b64decode(reply["data"])
+
+    def drop_download(self, name: str) -> None:
+        self._call("drop", name=name)
 
     def put_archive(self, path: str, tar_bytes: bytes) -> None:
         with tempfile.SpooledTemporaryFile(CHUNK) as source:
@@ -243,14 +288,7 @@ class AgentSandbox:
         self._call("put_tar", name=name, path=path, wait_s=300.0)
 
     def get_archive(self, path: str, max_bytes: int = 1 << 30) -> bytes:
-        reply = self._call(
-            "get_tar",
-            path=check_path(path),
-            max_bytes=max_bytes,
-            limit=max_bytes * 2 + (1 << 20),
-            wait_s=300.0,
-        )
-        return base64.b64decode(reply["data"])
+        return b"".join(self.download(path, archive=True, max_bytes=max_bytes))
 
     def configure(self, env: dict[str, str]) -> None:
         self._call("configure", env=env)

@@ -73,9 +73,8 @@ def test_non_default_shape_gets_its_own_container(backend):
         ).stdout.strip() == str(256 << 20)
 
 
-def test_startup_reaps_containers_of_dead_owners(backend):
-    from agentrl.sandbox_server.docker_backend import DockerBackend
-
+def start_orphan(backend) -> str:
+    """A running container labelled as a sandbox of a process that has died."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     labels = {
@@ -94,6 +93,14 @@ def test_startup_reaps_containers_of_dead_owners(backend):
         host_config=api.create_host_config(network_mode="none", read_only=True, cap_drop=["ALL"]),
     )["Id"]
     api.start(cid)
+    return cid
+
+
+def test_startup_reaps_containers_of_dead_owners(backend):
+    from agentrl.sandbox_server.docker_backend import DockerBackend
+
+    api = backend.docker.api
+    cid = start_orphan(backend)
     other = DockerBackend(pool_size=0)
     try:
         assert not api.containers(all=True, filters={"id": cid})
@@ -101,6 +108,33 @@ def test_startup_reaps_containers_of_dead_owners(backend):
         assert set(backend.container_ids()) <= {c["Id"] for c in api.containers(all=True)}
     finally:
         other.close()
+
+
+def test_startup_reap_is_over_when_the_backend_is_handed_out(backend):
+    """Another sweep (a second server, or this one's periodic reap) has begun removing the orphans
+    when a backend starts: the backend is handed out only once they are gone, not while the
+    engine still lists them as being removed."""
+    from agentrl.sandbox_server.docker_backend import DockerBackend
+
+    api = backend.docker.api
+    orphans = [start_orphan(backend) for _ in range(6)]
+    sweeps = [threading.Thread(target=remove_quietly, args=(api, cid)) for cid in orphans]
+    for sweep in sweeps:
+        sweep.start()
+    time.sleep(0.05)  # the other sweep's removals are under way
+    other = DockerBackend(pool_size=0)
+    try:
+        assert not [cid for cid in orphans if api.containers(all=True, filters={"id": cid})]
+        assert other.orphans_left == 0
+    finally:
+        other.close()
+        for sweep in sweeps:
+            sweep.join()
+
+
+def remove_quietly(api, cid: str) -> None:
+    with contextlib.suppress(Exception):
+        api.remove_container(cid, force=True)
 
 
 def running_of_pid(backend, pid: int) -> list[str]:
