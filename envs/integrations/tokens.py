@@ -23,50 +23,39 @@ class TokenDriftError(RuntimeError):
     """The chat template no longer renders the transcript's ids as a prefix of the conversation."""
 
 
-class TokenEpisode:
-    """An `AsyncEpisode` played token-in/token-out: `start` -> prompt ids, then `act` per generation.
+class TokenTranscript:
+    """The token side of an episode: `start` -> prompt ids, `add_generation` -> the action text,
+    `add_observation` for each env reply. `ids`/`mask`/`logprobs` cover the whole sequence;
+    `prompt_ids` ends where the first generation starts and `response_*` are the rest (verl's and
+    AReaL's split)."""
 
-    `ids`/`mask`/`logprobs` cover the whole sequence; `prompt_ids` ends where the first generation
-    starts and `response_ids`/`response_mask`/`response_logprobs` are the rest (verl's and AReaL's
-    split). `close` deletes the server-side episode and the client it opened.
-    """
-
-    def __init__(self, source: EnvSource, tokenizer: Any, *, tools: Sequence[Mapping[str, Any]] | None = None,
+    def __init__(self, tokenizer: Any, *, tools: Sequence[Mapping[str, Any]] | None = None,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
-        self.client = source.async_client() if source.base_url is not None else None
-        self.episode = AsyncEpisode(source, self.client)
         self.transcript = Transcript(_TemplateKwargs(tokenizer, chat_template_kwargs or {}),
                                      tools=list(tools) if tools else None)
         self.prompt_length = 0
         self.turns = 0
 
-    async def start(self, row: Mapping[str, Any], system: Sequence[Mapping[str, Any]] = ()) -> list[int]:
-        """Open the row's episode; the prompt is `system` then the env's first observation as the user."""
-        observation = await self.episode.start(row)
+    def start(self, observation: str, system: Sequence[Mapping[str, Any]] = ()) -> list[int]:
+        """The prompt: `system` then the env's first observation as the user turn, rendered once."""
         self.transcript.start([*(dict(m) for m in system), {"role": "user", "content": observation}])
         self.prompt_length = len(self.transcript.ids)
-        return list(self.transcript.ids)
+        return self.ids
 
-    async def act(self, generated: Sequence[int], logprobs: Sequence[float] | None = None) -> StepResult:
-        """Append the generated ids as sampled, send their text to the env as the action, and append
-        the env's observation unless the step ended the episode."""
+    def add_generation(self, generated: Sequence[int], logprobs: Sequence[float] | None = None) -> str:
+        """Append the generated ids as sampled (mask 1); returns their text, the env's action."""
         ids = [int(i) for i in generated]
-        sampled = list(logprobs) if logprobs is not None else [0.0] * len(ids)
-        text = self.transcript.add_generation(ids, sampled, version=0)
+        sampled = [float(x) for x in logprobs] if logprobs is not None else [0.0] * len(ids)
         self.turns += 1
-        result = await self.episode.step(text)
-        if not self.episode.done and not self.transcript.add_env_message(result.observation):
+        return self.transcript.add_generation(ids, sampled, version=0)
+
+    def add_observation(self, observation: str) -> list[int]:
+        """Append the env's reply as the template renders it (mask 0); returns the ids added."""
+        before = len(self.transcript.ids)
+        if not self.transcript.add_env_message(observation):
             raise TokenDriftError(f"the chat template does not extend the episode's ids: "
                                   f"{self.transcript.drift}")
-        return result
-
-    @property
-    def done(self) -> bool:
-        return self.episode.done
-
-    @property
-    def reward(self) -> float:
-        return self.episode.reward
+        return self.transcript.ids[before:]
 
     @property
     def ids(self) -> list[int]:
@@ -95,6 +84,36 @@ class TokenEpisode:
     @property
     def response_logprobs(self) -> list[float]:
         return self.transcript.logprobs[self.prompt_length:]
+
+
+class TokenEpisode(TokenTranscript):
+    """A `TokenTranscript` over an `AsyncEpisode` of `source`: `start` opens the row's episode,
+    `act` appends a generation, steps the env with its text and appends the observation unless the
+    step ended the episode; `close` deletes the server-side episode and the client it opened."""
+
+    def __init__(self, source: EnvSource, tokenizer: Any, *, tools: Sequence[Mapping[str, Any]] | None = None,
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        super().__init__(tokenizer, tools=tools, chat_template_kwargs=chat_template_kwargs)
+        self.client = source.async_client() if source.base_url is not None else None
+        self.episode = AsyncEpisode(source, self.client)
+
+    async def open(self, row: Mapping[str, Any], system: Sequence[Mapping[str, Any]] = ()) -> list[int]:
+        """Open the row's episode; returns the prompt ids."""
+        return self.start(await self.episode.start(row), system)
+
+    async def act(self, generated: Sequence[int], logprobs: Sequence[float] | None = None) -> StepResult:
+        result = await self.episode.step(self.add_generation(generated, logprobs))
+        if not self.episode.done:
+            self.add_observation(result.observation)
+        return result
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
+
+    @property
+    def reward(self) -> float:
+        return self.episode.reward
 
     async def close(self) -> None:
         """Delete the server-side episode, then the client; safe to call twice."""

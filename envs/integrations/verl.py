@@ -70,7 +70,7 @@ class AgentrlAgentLoop(AgentLoopBase):
         metrics: dict[str, Any] = {}
         request_id = uuid4().hex  # one id per trajectory: verl keeps a trajectory on one server
         try:
-            await episode.start(row, system)
+            await episode.open(row, system)
             while not episode.done and len(episode.response_mask) < self.response_length \
                     and not (self.max_assistant_turns and episode.turns >= self.max_assistant_turns):
                 with simple_timer("generate_sequences", metrics):
