@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 FRAMEWORKS=(
     "verl|verl==0.9.1 tensordict==0.10.0 pyvers==0.2.3 codetiming==1.4.0|ray==2.55.0 hydra-core==1.3.8"
     "openrlhf|openrlhf==0.11.2 pylatexenc==2.11|"
+    "gem|gem-llm==0.1.0|reasoning-gym==0.1.23 math-verify[antlr4_13_2]"
 )
 
 main_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
