@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 # name | packages installed without their dependencies | packages installed with theirs
 FRAMEWORKS=(
-    "verl|verl==0.9.1 tensordict==0.10.0 pyvers==0.2.3 codetiming==1.4.0|ray==2.55.0 hydra-core==1.3.8"
+    "verl|verl==0.9.1 ray==2.60.0 tensordict==0.10.0 pyvers==0.2.3 codetiming==1.4.0|hydra-core==1.3.8"
     "openrlhf|openrlhf==0.11.2 pylatexenc==2.11|"
     "gem|gem-llm==0.1.0|reasoning-gym==0.1.23 math-verify[antlr4_13_2]"
     "areal|areal==1.0.4 ray==2.60.0 torchdata==0.11.0 numba==0.68.1 llvmlite==0.50.0 einops==0.8.2 colorlog==6.12.0 Flask==3.1.3 blinker==1.9.0 itsdangerous==2.2.0 lark==1.3.1|hydra-core==1.3.2"
