@@ -68,7 +68,6 @@ class AgentrlAgentInstance(AgentInstanceBase):
             "scores": torch.tensor(self.episode.reward),
             "environment_feedback": result.observation,
             "done": self.episode.done,
-            "sampling_params": state_dict.get("sampling_params"),
             "extra_logs": {"agentrl_done": float(self.episode.done)},
         }
 
