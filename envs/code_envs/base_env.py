@@ -197,6 +197,8 @@ class SandboxEnv(ToolEnv):
                 score=self.grade.score,
                 solved=self.grade.solved,
             )
+            if self.grade.malformed:
+                info["malformed_report"] = self.grade.malformed
         if self.error is not None:
             info["error"] = self.error
         return observation, reward, terminated, truncated, info

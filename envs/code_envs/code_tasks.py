@@ -22,21 +22,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentrl.code_envs.code_specs import SPECS, Spec, run
-from agentrl.code_envs.judge import CHECK_TIMEOUT_S, oneshot
-from agentrl.code_envs.tasks import Grade, Redraw, Task, call
+from agentrl.code_envs.judge import CHECK_TIMEOUT_S, MalformedReport, oneshot, parse_index, parse_json
+from agentrl.code_envs.tasks import Grade, Redraw, Task, call, malformed
 from agentrl.code_envs.workspace import files
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import Sandbox
 
 CASE_TIMEOUT_S = 2
+MAX_RESULT_CHARS = 1 << 16  # of one case's output; every expected output is far shorter
 # A fixed environment for the candidate: nothing inherited, a fixed hash seed (set iteration order
 # is then the same as in `run_python`), no user site-packages, no cwd on sys.path but the workspace.
 PYTHON = "env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 PYTHONHASHSEED=0 python3 -s -P -B"
 RUNNER = r"""
 import importlib, json, os, signal, sys
 dumps = json.dumps  # bound before any candidate code runs
-nonce, timeout = sys.argv[1], int(sys.argv[2])
+nonce, timeout, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 jobs = json.loads(sys.stdin.read())
 report = os.fdopen(os.dup(1), "w")
 quiet = os.open(os.devnull, os.O_RDWR)
@@ -49,11 +50,14 @@ signal.signal(signal.SIGALRM, alarm)
 for i, (module, function, args) in enumerate(jobs):
     try:
         signal.alarm(timeout)
-        result, ok = dumps(getattr(importlib.import_module(module), function)(*args), sort_keys=True), 1
+        value = getattr(importlib.import_module(module), function)(*args)
+        result, ok = dumps(value, sort_keys=True, allow_nan=False), 1
     except BaseException as exc:
         result, ok = dumps(type(exc).__name__), 0
     finally:
         signal.alarm(0)
+    if len(result) > limit:
+        result, ok = dumps("OutputTooLarge"), 0
     report.write("%s %d %d %s\n" % (nonce, i, ok, result.replace("\n", " ")))
     report.flush()
 """
@@ -63,27 +67,35 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def read_report(stdout: str, nonce: str, count: int) -> list[str | None]:
+    """Each case's output in the runner's report (canonical JSON; None when the case failed, or when
+    two lines claim it). Lines without the nonce are not the runner's and are skipped; a line with
+    it that does not parse (case number, flag, bounded JSON) makes the whole report MalformedReport."""
+    got: dict[int, str | None] = {}
+    for line in stdout.splitlines():
+        tag, index, ok, result = [*line.split(" ", 3), "", "", ""][:4]
+        if tag != nonce:
+            continue
+        i = parse_index(index, count)
+        if ok not in ("0", "1"):
+            raise MalformedReport(f"case {i}: flag {ok[:20]!r} is neither 0 nor 1")
+        value = canonical(parse_json(result, max_chars=MAX_RESULT_CHARS)) if ok == "1" else None
+        got[i] = None if i in got else value  # a second line for one case makes it fail
+    return [got.get(i) for i in range(count)]
+
+
 def outputs_of(sandbox: Sandbox, jobs: list[list[Any]]) -> list[str | None]:
-    """The candidate's output for each job (canonical JSON), None when it failed or was forged twice."""
+    """The candidate's output for each job, from one run of RUNNER (see `read_report`)."""
     nonce = secrets.token_hex(8)
     out = oneshot(
         sandbox,
-        f"{PYTHON} -c {shlex.quote(RUNNER)} {nonce} {CASE_TIMEOUT_S}",
+        f"{PYTHON} -c {shlex.quote(RUNNER)} {nonce} {CASE_TIMEOUT_S} {MAX_RESULT_CHARS}",
         stdin=json.dumps(jobs),
         timeout_s=CHECK_TIMEOUT_S + CASE_TIMEOUT_S * len(jobs),
     )
-    got: dict[int, str | None] = {}
-    for line in out.stdout.splitlines():
-        tag, index, ok, result = [*line.split(" ", 3), "", "", ""][:4]
-        if tag != nonce or not index.isdigit():
-            continue
-        i = int(index)
-        try:
-            value = canonical(json.loads(result)) if ok == "1" else None
-        except ValueError:
-            value = None
-        got[i] = None if i in got else value  # a second line for one case makes it fail
-    return [got.get(i) for i in range(len(jobs))]
+    if out.truncated:
+        raise MalformedReport(f"the report ran over {out.stdout_bytes} bytes")
+    return read_report(out.stdout, nonce, len(jobs))
 
 
 def hidden_tests(
@@ -107,7 +119,10 @@ def hidden_tests(
         raise Redraw("fewer than two hidden cases fail at the start")
 
     def check(sandbox: Sandbox, _: str | None) -> Grade:
-        got = outputs_of(sandbox, jobs)
+        try:
+            got = outputs_of(sandbox, jobs)
+        except MalformedReport as exc:
+            return malformed(len(counted), str(exc))
         ok = [g is not None and g == e for g, e in zip(got, expected, strict=True)]
         failures = [jobs[i][1] for i, good in enumerate(ok) if not good]
         return Grade(

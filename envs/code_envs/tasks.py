@@ -35,6 +35,7 @@ class Grade:
     `passed` of `total` counted checks; `solved` means everything the task asks holds (for Code-v0
     that includes cases the starting code already passed, which do not count toward `total`);
     `regressions` are counted against partial credit. `detail` is for logs, never for the agent.
+    `malformed` says why what the container reported could not be read (the grade is then 0).
     """
 
     passed: int
@@ -42,6 +43,7 @@ class Grade:
     solved: bool
     regressions: int = 0
     detail: str = ""
+    malformed: str = ""
 
     @property
     def score(self) -> float:
@@ -52,6 +54,11 @@ class Grade:
 
 def all_or_nothing(passed: int, total: int, detail: str = "") -> Grade:
     return Grade(passed, total, total > 0 and passed == total, 0, detail)
+
+
+def malformed(total: int, reason: str) -> Grade:
+    """The grade of a report that does not parse: nothing passes, and the reason is kept."""
+    return Grade(0, total, False, 0, f"malformed report: {reason}", reason)
 
 
 Check = Callable[["Sandbox", "str | None"], Grade]
