@@ -19,16 +19,14 @@ background jobs racing). Steps whose replayed result differs are listed in the f
 from __future__ import annotations
 
 import contextlib
-import random
 import shlex
 import weakref
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
 from agentrl.code_envs.sandbox import SandboxCrashed, open_sandbox
-from agentrl.code_envs.tasks import SPLITS, Grade, Task, generate
+from agentrl.code_envs.tasks import SPLITS, Builder, Grade, Task, generate
 from agentrl.code_envs.workspace import tar_bytes
 from agentrl.core import StepResult, ToolEnv
 from agentrl.sandbox_server import SandboxError
@@ -47,7 +45,7 @@ def _close_quietly(sandbox: Any) -> None:
 class SandboxEnv(ToolEnv):
     """A ToolEnv whose world is a container; subclasses name their task families and tools."""
 
-    task_families: ClassVar[dict[str, Callable[[random.Random], Task]]] = {}
+    task_families: ClassVar[dict[str, Builder]] = {}
     default_max_turns = 30
     operator_kwargs = frozenset({"sandbox_url", "sandbox_token", "image", "memory_mb", "privileged_info"})
     reset_options = frozenset({"family", "split"})

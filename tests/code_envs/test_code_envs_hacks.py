@@ -361,3 +361,27 @@ def test_a_5000_deep_json_output_file_scores_zero(docker_backend):
     )
     assert_at_most(results, ceiling=0.0)
     assert all("deeper than" in info["malformed_report"] for _, info in results.values()), results
+
+
+# --- stubs that compute nothing: an argument or a constant, with partial credit --------------------
+STUB = """
+def __getattr__(name):
+    def stub(*args):
+        return RETURN
+    return stub
+"""
+
+
+@pytest.mark.parametrize(
+    "returned", ["args[0]", "args[-1]", "None", "0", "1", "-1", "''", "[]", "True", "False"]
+)
+def test_a_stub_returning_an_argument_or_a_constant_earns_nothing(docker_backend, returned):
+    stub = STUB.replace("RETURN", returned)
+    results = run_episodes(
+        CODE,
+        jobs(CODE, seeds=(90001, 90002, 90003, 90004)),
+        lambda t: [call("write_file", path=module_of(t), content=stub), call("finish")],
+        split="test",
+        partial_credit=True,
+    )
+    assert_at_most(results)

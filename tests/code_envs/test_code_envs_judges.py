@@ -136,6 +136,12 @@ def test_case_numbers_are_ascii_digits_below_the_count():
 
 
 def test_a_report_keeps_other_lines_out_and_fails_a_case_claimed_twice():
-    lines = [f"{NONCE} 0 1 [1, 2]", "stray print 1 1 1", f"{NONCE} 1 0 \"ValueError\"", f"{NONCE} 2 1 3",
-             f"{NONCE} 2 1 3", f"other {NONCE} 3 1 4"]
+    lines = [
+        f"{NONCE} 0 1 [1, 2]",
+        "stray print 1 1 1",
+        f'{NONCE} 1 0 "ValueError"',
+        f"{NONCE} 2 1 3",
+        f"{NONCE} 2 1 3",
+        f"other {NONCE} 3 1 4",
+    ]
     assert read_report("\n".join(lines), NONCE, 4) == ["[1, 2]", None, None, None]
