@@ -12,8 +12,13 @@ then every action again, so a fork costs a container from the pool plus each com
 What the tasks act on replays exactly (files, the shell's cwd and variables, the interpreter's
 state); what does not: the wall clock (`date`, file times), process ids, `$RANDOM` and
 `/dev/urandom`, host names, and anything that depends on timing (a command near its timeout,
-background jobs racing). Steps whose replayed result differs are listed in the fork's
-`fork_divergence`; the fork keeps the parent's transcript, the one its policy continues from.
+background jobs racing). A step's result is its observation (output and exit status), reward,
+end flags and what it changed in the workspace: after every step a one-shot listing of the
+workspace (kind, mode and content hash of every entry; no times) is compared with the one before,
+and the paths that changed, with their new descriptions, are the step's `state_change` in the
+trajectory record. Steps whose replayed result differs in any of these are listed in the fork's
+`fork_divergence`, including a step whose output matches while a file it wrote differs; the fork
+keeps the parent's transcript, the one its policy continues from.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pydantic import ValidationError
 
 from agentrl.code_envs.sandbox import SandboxCrashed, open_sandbox
 from agentrl.code_envs.tasks import SPLITS, Builder, Grade, Task, generate
-from agentrl.code_envs.workspace import tar_bytes
+from agentrl.code_envs.workspace import changes, listing, tar_bytes
 from agentrl.core import StepResult, ToolEnv
 from agentrl.sandbox_server import SandboxError
 
@@ -88,6 +93,7 @@ class SandboxEnv(ToolEnv):
         self.error: str | None = None
         self._seed: int | None = None
         self._finalizer: weakref.finalize | None = None
+        self._listing: dict[str, str] | str | None = None  # the workspace after the last step
 
     # --- tasks -------------------------------------------------------------------------------
     @classmethod
@@ -126,7 +132,7 @@ class SandboxEnv(ToolEnv):
     def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self._release()
         self.task = self._pick_task(options)
-        self.answer, self.grade, self.error = None, None, None
+        self.answer, self.grade, self.error, self._listing = None, None, None, None
         create = {k: v for k, v in (("image", self.image), ("memory_mb", self.memory_mb)) if v is not None}
         self.sandbox = open_sandbox(
             url=self.sandbox_url, token=self.sandbox_token, pool_size=self.pool_size, **create
@@ -146,6 +152,7 @@ class SandboxEnv(ToolEnv):
                 )
                 if out.status != "ok":
                     raise RuntimeError(f"task setup failed: {out.status} {out.stderr[-500:]}")
+            self._listing = listing(self.sandbox)
         except Exception:
             self._release()
             raise
@@ -172,6 +179,19 @@ class SandboxEnv(ToolEnv):
                 False,
                 {"error": self.error},
             )
+
+    def _state_change(self) -> dict[str, Any] | None:
+        """What the step changed in the workspace (`workspace.changes`); None once the container is
+        gone (after grading, or a crash). Replayed forks compare it step by step."""
+        if self.sandbox is None or self._listing is None:
+            return None
+        try:
+            now = listing(self.sandbox)
+        except SANDBOX_FAILURES as exc:  # recorded; the next action finds out whether the sandbox is gone
+            now = f"workspace listing failed: {type(exc).__name__}: {str(exc)[:200]}"
+        change = {"workspace": changes(self._listing, now)}
+        self._listing = now
+        return change
 
     def _final_reward(self) -> float:
         if self.grade is None and self.task is not None and self.sandbox is not None:
