@@ -37,6 +37,7 @@ from agentrl.core import StepResult, ToolEnv
 from agentrl.sandbox_server import SandboxError
 
 SETUP_TIMEOUT_S = 60.0
+WRITING_TOOLS = frozenset({"execute_bash", "run_python", "write_file"})  # steps whose changes are listed
 INDEX_RANGE = 2**31  # task numbers drawn when no seed names one
 # A sandbox that fails, or answers with something that is not a valid reply, ends the episode.
 SANDBOX_FAILURES = (SandboxCrashed, SandboxError, ValidationError)
@@ -185,6 +186,8 @@ class SandboxEnv(ToolEnv):
         gone (after grading, or a crash). Replayed forks compare it step by step."""
         if self.sandbox is None or self._listing is None:
             return None
+        if not any(c.get("name") in WRITING_TOOLS for c in self._step_calls):
+            return None  # nothing the agent ran could write; a later listing sees any late change
         try:
             now = listing(self.sandbox)
         except SANDBOX_FAILURES as exc:  # recorded; the next action finds out whether the sandbox is gone

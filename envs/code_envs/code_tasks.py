@@ -41,8 +41,8 @@ CASE_TIMEOUT_S = 2
 MAX_RESULT_CHARS = 1 << 16  # of one case's output; every expected output is far shorter
 # Outputs a stub earns without computing anything (besides its arguments): never counted.
 TRIVIAL = (None, True, False, 0, 1, -1, "", [], {})
-# Spec makers: every hand-written builder once, and the composed ones as often as all of those together.
-MAKERS = (*SPECS, *(number_pipeline, text_pipeline) * (len(SPECS) // 2))
+# Spec makers: every hand-written builder once, and the composed ones twice as often as all of those.
+MAKERS = (*SPECS, *(number_pipeline, text_pipeline) * len(SPECS))
 MAX_SPEC_DRAWS = 500  # a draw is in the split with probability 1/4: never reached
 # A fixed environment for the candidate: nothing inherited, a fixed hash seed (set iteration order
 # is then the same as in `run_python`), no user site-packages, no cwd on sys.path but the workspace.

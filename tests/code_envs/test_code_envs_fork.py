@@ -46,7 +46,9 @@ def test_bash_fork_replays_into_its_own_container_and_continues_exactly(bash_env
     parent = json.loads(json.dumps(env.trajectory()))
     assert transcript(parent) == env.messages and parent["forks"][0]["at_step"] == 2
     # each step records what it changed in the workspace: paths, kinds, modes, content hashes
-    changes = [step["state_change"]["workspace"] for step in parent["steps"]]
+    # (a step that only read, like read_file, records nothing)
+    changes = [step["state_change"] and step["state_change"]["workspace"] for step in parent["steps"]]
+    assert [c is None for c in changes] == [False, False, False, True, False, True]
     assert changes[0] == {"changed": {"scratch": "d755"}}
     assert (
         list(changes[1]["changed"]) == ["scratch/a.txt"]
