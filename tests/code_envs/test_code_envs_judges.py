@@ -1,4 +1,5 @@
-"""Every family's judge reads junk from the container without raising (no Docker).
+"""Every family's judge, and the workspace listing forks compare, read junk from the container
+without raising (no Docker).
 
 What the checks read back is the agent's to shape. Here the container is a stand-in whose every
 command prints what hypothesis draws: arbitrary text, report lines carrying the runner's nonce with
@@ -22,6 +23,7 @@ from agentrl.code_envs import bash_tasks, code_tasks
 from agentrl.code_envs.code_tasks import read_report
 from agentrl.code_envs.judge import MalformedReport, parse_index, parse_json
 from agentrl.code_envs.tasks import Grade, Task, generate
+from agentrl.code_envs.workspace import changes, listing
 from agentrl.sandbox_server import ExecResult
 
 FAMILIES = {**bash_tasks.FAMILIES, **code_tasks.FAMILIES}
@@ -145,3 +147,20 @@ def test_a_report_keeps_other_lines_out_and_fails_a_case_claimed_twice():
         f"other {NONCE} 3 1 4",
     ]
     assert read_report("\n".join(lines), NONCE, 4) == ["[1, 2]", None, None, None]
+
+
+@settings(max_examples=200, deadline=None)
+@given(stdout=junk_output, status=st.sampled_from(["ok", "error", "timeout"]), truncated=st.booleans())
+def test_a_junk_workspace_listing_never_raises(stdout, status, truncated):
+    """The listing a fork compares is container output too: junk gives a listing or a reason."""
+    before = listing(JunkContainer(stdout, status, truncated))
+    after = listing(JunkContainer(stdout.replace("\t", "\0", 1), status, truncated))
+    assert isinstance(before, (dict, str)) and json.dumps(changes(before, after))
+
+
+def test_a_listing_reads_kinds_modes_links_and_hashes():
+    stdout = "d755\t\t.\0f644\t\t./a b.txt\0l777\tz\t./link\0" + "0" * 64 + "  ./a b.txt\0"
+    assert listing(JunkContainer(stdout)) == {".": "d755", "a b.txt": "f644:" + "0" * 16, "link": "l777:z"}
+    assert changes({"a": "f644:1", "b": "d755"}, {"a": "f644:2", "c": "d700"}) == {
+        "changed": {"a": "f644:2", "b": None, "c": "d700"}
+    }
