@@ -15,11 +15,10 @@ state); what does not: the wall clock (`date`, file times), process ids, `$RANDO
 background jobs racing). A step's result is its observation (output and exit status), reward,
 end flags and what it changed in the workspace: at reset and after every step that ran a tool able
 to write, a one-shot listing of the workspace (kind, mode and content hash of every entry; no
-times) is compared with the one before,
-and the paths that changed, with their new descriptions, are the step's `state_change` in the
-trajectory record. Steps whose replayed result differs in any of these are listed in the fork's
-`fork_divergence`, including a step whose output matches while a file it wrote differs; the fork
-keeps the parent's transcript, the one its policy continues from.
+times) is compared with the one before, and the paths that changed, with their new descriptions,
+are the step's `state_change` in the trajectory record. Steps whose replayed result differs in any
+of these are listed in the fork's `fork_divergence`, including a step whose output matches while a
+file it wrote differs; the fork keeps the parent's transcript, the one its policy continues from.
 """
 
 from __future__ import annotations
