@@ -12,28 +12,32 @@ then every action again, so a fork costs a container from the pool plus each com
 What the tasks act on replays exactly (files, the shell's cwd and variables, the interpreter's
 state); what does not: the wall clock (`date`, file times), process ids, `$RANDOM` and
 `/dev/urandom`, host names, and anything that depends on timing (a command near its timeout,
-background jobs racing). Steps whose replayed result differs are listed in the fork's
-`fork_divergence`; the fork keeps the parent's transcript, the one its policy continues from.
+background jobs racing). A step's result is its observation (output and exit status), reward,
+end flags and what it changed in the workspace: at reset and after every step that ran a tool able
+to write, a one-shot listing of the workspace (kind, mode and content hash of every entry; no
+times) is compared with the one before, and the paths that changed, with their new descriptions,
+are the step's `state_change` in the trajectory record. Steps whose replayed result differs in any
+of these are listed in the fork's `fork_divergence`, including a step whose output matches while a
+file it wrote differs; the fork keeps the parent's transcript, the one its policy continues from.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import shlex
 import weakref
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
 from agentrl.code_envs.sandbox import SandboxCrashed, open_sandbox
-from agentrl.code_envs.tasks import SPLITS, Grade, Task, generate
-from agentrl.code_envs.workspace import tar_bytes
+from agentrl.code_envs.tasks import SPLITS, Builder, Grade, Task, generate
+from agentrl.code_envs.workspace import changes, listing, tar_bytes
 from agentrl.core import StepResult, ToolEnv
 from agentrl.sandbox_server import SandboxError
 
 SETUP_TIMEOUT_S = 60.0
+WRITING_TOOLS = frozenset({"execute_bash", "run_python", "write_file"})  # steps whose changes are listed
 INDEX_RANGE = 2**31  # task numbers drawn when no seed names one
 # A sandbox that fails, or answers with something that is not a valid reply, ends the episode.
 SANDBOX_FAILURES = (SandboxCrashed, SandboxError, ValidationError)
@@ -47,7 +51,7 @@ def _close_quietly(sandbox: Any) -> None:
 class SandboxEnv(ToolEnv):
     """A ToolEnv whose world is a container; subclasses name their task families and tools."""
 
-    task_families: ClassVar[dict[str, Callable[[random.Random], Task]]] = {}
+    task_families: ClassVar[dict[str, Builder]] = {}
     default_max_turns = 30
     operator_kwargs = frozenset({"sandbox_url", "sandbox_token", "image", "memory_mb", "privileged_info"})
     reset_options = frozenset({"family", "split"})
@@ -90,6 +94,7 @@ class SandboxEnv(ToolEnv):
         self.error: str | None = None
         self._seed: int | None = None
         self._finalizer: weakref.finalize | None = None
+        self._listing: dict[str, str] | str | None = None  # the workspace after the last step
 
     # --- tasks -------------------------------------------------------------------------------
     @classmethod
@@ -128,7 +133,7 @@ class SandboxEnv(ToolEnv):
     def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self._release()
         self.task = self._pick_task(options)
-        self.answer, self.grade, self.error = None, None, None
+        self.answer, self.grade, self.error, self._listing = None, None, None, None
         create = {k: v for k, v in (("image", self.image), ("memory_mb", self.memory_mb)) if v is not None}
         self.sandbox = open_sandbox(
             url=self.sandbox_url, token=self.sandbox_token, pool_size=self.pool_size, **create
@@ -148,6 +153,7 @@ class SandboxEnv(ToolEnv):
                 )
                 if out.status != "ok":
                     raise RuntimeError(f"task setup failed: {out.status} {out.stderr[-500:]}")
+            self._listing = listing(self.sandbox)
         except Exception:
             self._release()
             raise
@@ -175,6 +181,21 @@ class SandboxEnv(ToolEnv):
                 {"error": self.error},
             )
 
+    def _state_change(self) -> dict[str, Any] | None:
+        """What the step changed in the workspace (`workspace.changes`); None once the container is
+        gone (after grading, or a crash). Replayed forks compare it step by step."""
+        if self.sandbox is None or self._listing is None:
+            return None
+        if not any(c.get("name") in WRITING_TOOLS for c in self._step_calls):
+            return None  # nothing the agent ran could write; a later listing sees any late change
+        try:
+            now = listing(self.sandbox)
+        except SANDBOX_FAILURES as exc:  # recorded; the next action finds out whether the sandbox is gone
+            now = f"workspace listing failed: {type(exc).__name__}: {str(exc)[:200]}"
+        change = {"workspace": changes(self._listing, now)}
+        self._listing = now
+        return change
+
     def _final_reward(self) -> float:
         if self.grade is None and self.task is not None and self.sandbox is not None:
             try:
@@ -197,6 +218,8 @@ class SandboxEnv(ToolEnv):
                 score=self.grade.score,
                 solved=self.grade.solved,
             )
+            if self.grade.malformed:
+                info["malformed_report"] = self.grade.malformed
         if self.error is not None:
             info["error"] = self.error
         return observation, reward, terminated, truncated, info

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import random
 import shlex
-from collections.abc import Callable
 
 from agentrl.code_envs.judge import (
     answer_is,
@@ -22,7 +21,7 @@ from agentrl.code_envs.judge import (
     read_text,
     text_file_equals,
 )
-from agentrl.code_envs.tasks import Grade, Task, call
+from agentrl.code_envs.tasks import Builder, Grade, Task, call
 from agentrl.code_envs.vocab import slug, word, words
 from agentrl.code_envs.workspace import WorkspaceFile, files
 
@@ -43,7 +42,7 @@ def _metric(flag: str, text: str) -> int:
     return {"l": text.count("\n"), "w": len(text.split()), "c": len(text.encode())}[flag]
 
 
-def fix_script(rng: random.Random) -> Task:
+def fix_script(rng: random.Random, split: str) -> Task:
     indir, ext, flag = word(rng) + "_in", rng.choice(("txt", "dat", "log")), rng.choice(tuple(METRICS))
     out, sep, name = f"{word(rng)}_report.txt", rng.choice((" ", ": ", ",", " = ")), f"scripts/{slug(rng)}.sh"
     good = SCRIPT.format(what=METRICS[flag], ext=ext, indir=indir, out=out, flag=flag, sep=sep)
@@ -93,7 +92,7 @@ def fix_script(rng: random.Random) -> Task:
     )
 
 
-def permissions(rng: random.Random) -> Task:
+def permissions(rng: random.Random, split: str) -> Task:
     bin_dir, key_dir, pub_dir = (
         f"{w}_{kind}" for w, kind in zip(words(rng, 3), ("bin", "keys", "www"), strict=True)
     )
@@ -181,7 +180,7 @@ def commit_hashes(commits: History) -> list[str]:
     return hashes
 
 
-def git_ops(rng: random.Random) -> Task:
+def git_ops(rng: random.Random, split: str) -> Task:
     config, doc = f"src/{word(rng)}.cfg", f"docs/{slug(rng, '-')}.md"
     token = f"{word(rng)}_limit={rng.randint(100, 999)}"
     verbs = ("Tune", "Adjust", "Update", "Refine", "Bump", "Tweak", "Rework", "Polish")
@@ -295,7 +294,7 @@ def git_ops(rng: random.Random) -> Task:
     )
 
 
-FAMILIES: dict[str, Callable[[random.Random], Task]] = {
+FAMILIES: dict[str, Builder] = {
     "fix_script": fix_script,
     "permissions": permissions,
     "git_ops": git_ops,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from agentrl.code_envs import bash_ops
 from agentrl.code_envs.judge import answer_is, json_file_equals
-from agentrl.code_envs.tasks import Task, call
+from agentrl.code_envs.tasks import Builder, Task, call
 from agentrl.code_envs.vocab import EXTENSIONS, WORDS, slug, word, words
 from agentrl.code_envs.workspace import files
 
@@ -28,7 +28,7 @@ def _text(rng: random.Random, n_lines: int) -> str:
     return "".join(" ".join(rng.choices(WORDS, k=rng.randint(2, 9))) + "\n" for _ in range(n_lines))
 
 
-def count_files(rng: random.Random) -> Task:
+def count_files(rng: random.Random, split: str) -> Task:
     root, ext, min_size = slug(rng), rng.choice(EXTENSIONS), rng.randint(20, 160)
     tree: dict[str, str] = {}
     for _ in range(rng.randint(30, 60)):
@@ -53,7 +53,7 @@ def count_files(rng: random.Random) -> Task:
     )
 
 
-def find_token(rng: random.Random) -> Task:
+def find_token(rng: random.Random, split: str) -> Task:
     root = slug(rng)
     token = f"{rng.choice(('KEY', 'TOKEN', 'REF', 'ID'))}-{rng.randint(10**7, 10**8 - 1)}"
     paths = sorted({f"{root}/{word(rng)}/{word(rng)}{i}.txt" for i in range(rng.randint(20, 40))})
@@ -78,7 +78,7 @@ def find_token(rng: random.Random) -> Task:
     )
 
 
-def log_errors(rng: random.Random) -> Task:
+def log_errors(rng: random.Random, split: str) -> Task:
     services, level, path = words(rng, 5), rng.choice(("ERROR", "WARN")), f"logs/{slug(rng, '-')}.log"
     service = rng.choice(services)
     lines, expected = [], 0
@@ -105,7 +105,7 @@ def log_errors(rng: random.Random) -> Task:
     )
 
 
-def log_top_ip(rng: random.Random) -> Task:
+def log_top_ip(rng: random.Random, split: str) -> Task:
     path, status, day = f"logs/{slug(rng, '-')}-access.log", rng.choice(STATUSES), rng.randint(1, 28)
     ips = [
         f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
@@ -144,7 +144,7 @@ STRING_COLUMNS = ("name", "city", "team", "color", "tag", "owner")
 INT_COLUMNS = ("age", "score", "rank", "count", "year", "level")
 
 
-def csv_to_json(rng: random.Random) -> Task:
+def csv_to_json(rng: random.Random, split: str) -> Task:
     text_cols, int_cols = (
         rng.sample(STRING_COLUMNS, rng.randint(1, 3)),
         rng.sample(INT_COLUMNS, rng.randint(1, 2)),
@@ -182,7 +182,7 @@ def csv_to_json(rng: random.Random) -> Task:
 AGGREGATES: dict[str, Callable[[list[int]], int]] = {"sum": sum, "max": max, "min": min, "count": len}
 
 
-def csv_aggregate(rng: random.Random) -> Task:
+def csv_aggregate(rng: random.Random, split: str) -> Task:
     key = rng.choice(("region", "store", "team", "branch", "zone"))
     value = rng.choice(("amount", "units", "revenue", "qty"))
     op = rng.choice(tuple(AGGREGATES))
@@ -212,7 +212,7 @@ def csv_aggregate(rng: random.Random) -> Task:
     )
 
 
-FAMILIES: dict[str, Callable[[random.Random], Task]] = {
+FAMILIES: dict[str, Builder] = {
     "count_files": count_files,
     "find_token": find_token,
     "log_errors": log_errors,

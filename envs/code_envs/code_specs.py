@@ -8,8 +8,11 @@ when the task is built.
 
 from __future__ import annotations
 
+import builtins
 import json
+import keyword
 import random
+import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +42,31 @@ class Spec:
         return self.source.replace(old, new, 1)
 
 
+def normalize_doc(doc: str) -> str:
+    """A spec as compared across tasks: case and spacing ignored."""
+    return " ".join(doc.lower().split())
+
+
+# A string literal (kept as it is), or a name not preceded by a dot (attributes are kept).
+_TOKEN = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|(?<![.\w])[A-Za-z_]\w*""")
+_KEPT = frozenset(keyword.kwlist) | frozenset(dir(builtins))
+
+
+def normalize_program(source: str) -> str:
+    """A program as compared across tasks: every name in it that is not a keyword, a builtin or an
+    attribute numbered in order of appearance (functions, parameters, variables, imports), and
+    whitespace runs folded, so two programs that differ only in names and spacing normalise alike."""
+    names: dict[str, str] = {}
+
+    def rename(token: re.Match[str]) -> str:
+        text = token.group()
+        if text[0] in "'\"" or text in _KEPT:
+            return text
+        return names.setdefault(text, f"v{len(names)}")
+
+    return " ".join(_TOKEN.sub(rename, source).split())
+
+
 def run(source: str, name: str, inputs: tuple[tuple[Any, ...], ...]) -> list[Any]:
     """Outputs of our own generated code (the reference or a buggy copy), JSON round-tripped so that
     tuples and lists compare alike; an exception is recorded as its type name."""
@@ -60,7 +88,7 @@ def _text(rng: random.Random, alphabet: str, low: int, high: int) -> str:
 def caesar(rng: random.Random) -> Spec:
     k, fn, a = rng.randint(1, 25), func_name(rng, "shifted"), rng.choice(ARG_NAMES)
     texts = ["", "abc xyz", "Hello, World!", "Zebra-42"] + [
-        _text(rng, string.ascii_letters + " ,.!-0123456789", 3, 20) for _ in range(8)
+        _text(rng, string.ascii_letters + " ,.!-0123456789", 3, 20) for _ in range(20)
     ]
     return Spec(
         fn,
@@ -85,7 +113,7 @@ def run_length(rng: random.Random) -> Spec:
     piece = f"f'{{j - i}}{sep}{{{a}[i]}}'" if count_first else f"f'{{{a}[i]}}{sep}{{j - i}}'"
     example = f"'2{sep}a1{sep}b'" if count_first else f"'a{sep}2b{sep}1'"
     texts = ["", "a", "aaabcc", "abc"] + [
-        _text(rng, rng.choice(["ab", "abc", "xyz", "pq"]), 1, 16) for _ in range(8)
+        _text(rng, rng.choice(["ab", "abc", "xyz", "pq"]), 1, 16) for _ in range(20)
     ]
     order = (
         "the run length, then " + repr(sep) + ", then the character"
@@ -114,7 +142,7 @@ def fizz(rng: random.Random) -> Spec:
         rng.sample(["Fizz", "Buzz", "Bang", "Pop", "Zap", "Ding"], 2),
     )
     fn, a = func_name(rng, "fizz"), rng.choice(ARG_NAMES)
-    ns = sorted({0, 1, x * y, x * y + 1, *(rng.randint(2, 60) for _ in range(8))})
+    ns = sorted({0, 1, x * y, x * y + 1, *(rng.randint(2, 60) for _ in range(20))})
     return Spec(
         fn,
         f"Return a list of strings for 1..n: '{wa}{wb}' for multiples of both {x} and {y}, "
@@ -141,7 +169,7 @@ def moving_average(rng: random.Random) -> Spec:
         rng.choice(ARG_NAMES),
     )
     cases = [([],), ([1.0],), ([1, 2, 3, 4, 5],)] + [
-        ([rng.randint(-20, 20) for _ in range(rng.randint(k, 14))],) for _ in range(8)
+        ([rng.randint(-20, 20) for _ in range(rng.randint(k, 14))],) for _ in range(20)
     ]
     return Spec(
         fn,
@@ -157,7 +185,7 @@ def moving_average(rng: random.Random) -> Spec:
 def balanced(rng: random.Random) -> Spec:
     pairs, fn, a = (
         rng.choice(["()[]", "()[]{}", "()<>", "{}[]", "[]<>"]),
-        func_name(rng, "balanced"),
+        func_name(rng, "nesting"),
         rng.choice(ARG_NAMES),
     )
     o, c = pairs[0::2], pairs[1::2]
@@ -167,25 +195,35 @@ def balanced(rng: random.Random) -> Spec:
         o[0] + o[-1] + c[-1] + c[0],
         o[0] + o[-1] + c[0] + c[-1],
         c[0],
-        o[0],
         "a" + o[-1] + "b",
     ]
-    cases += [_text(rng, pairs + "ab", 2, 10) for _ in range(6)] + [
-        "".join(rng.choice(list(zip(o, c, strict=True)))) * rng.randint(1, 3) for _ in range(2)
-    ]
+    for _ in range(18):  # mostly balanced, some broken
+        text = ""
+        for _ in range(rng.randint(1, 4)):
+            inner = [rng.randrange(len(o)) for _ in range(rng.randint(1, 4))]
+            text += (
+                "".join(o[i] for i in inner) + _text(rng, "ab", 0, 2) + "".join(c[i] for i in reversed(inner))
+            )
+        if rng.random() < 0.3:
+            cut = rng.randrange(len(text))
+            text = text[:cut] + text[cut + 1 :]
+        cases.append(text)
     return Spec(
         fn,
-        f"Whether the brackets {pairs} in the string are balanced and properly nested; other "
-        "characters are ignored.",
-        f"def {fn}({a}: str) -> bool:\n    stack = []\n    for ch in {a}:\n        if ch in {o!r}:\n"
-        f"            stack.append({c!r}[{o!r}.index(ch)])\n        elif ch in {c!r}:\n"
-        "            if not stack or stack.pop() != ch:\n                return False\n"
-        "    return not stack\n",
+        f"The deepest nesting of the brackets {pairs} in the string when they are balanced and properly "
+        "nested (0 when there are none), else -1; other characters are ignored.",
+        f"def {fn}({a}: str) -> int:\n    stack, deepest = [], 0\n    for ch in {a}:\n"
+        f"        if ch in {o!r}:\n"
+        f"            stack.append({c!r}[{o!r}.index(ch)])\n            deepest = max(deepest, len(stack))\n"
+        f"        elif ch in {c!r}:\n"
+        "            if not stack or stack.pop() != ch:\n                return -1\n"
+        "    return -1 if stack else deepest\n",
         tuple((s,) for s in cases),
         (
-            ("    return not stack", "    return True"),
+            ("return -1 if stack else deepest", "return deepest"),
             ("if not stack or", "if stack and"),
             ("stack.pop() != ch", "stack[-1] != ch"),
+            ("max(deepest, len(stack))", "max(deepest, len(stack) - 1)"),
         ),
     )
 
@@ -199,7 +237,7 @@ def merge_intervals(rng: random.Random) -> Spec:
         else ("intervals that overlap (touching ones, end == next start, stay separate)")
     )
     cases = [([],), ([[1, 3]],), ([[1, 3], [3, 5]],), ([[5, 6], [1, 2], [2, 4]],), ([[1, 10], [2, 3]],)]
-    for _ in range(7):
+    for _ in range(18):
         starts = [rng.randint(0, 30) for _ in range(rng.randint(2, 7))]
         cases.append(([[s, s + rng.randint(0, 6)] for s in starts],))
     return Spec(
@@ -221,7 +259,7 @@ def merge_intervals(rng: random.Random) -> Spec:
 def top_words(rng: random.Random) -> Spec:
     m, fn, a = rng.randint(2, 4), func_name(rng, "top_words"), rng.choice(ARG_NAMES)
     cases = [("", 3), ("a bb bb ccc ccc ccc", 2), ("The the THE cat, cat! dog.", 5)]
-    cases += [(" ".join(_text(rng, "abcde", 1, 6) for _ in range(30)), rng.randint(1, 5)) for _ in range(8)]
+    cases += [(" ".join(_text(rng, "abcde", 1, 6) for _ in range(30)), rng.randint(1, 5)) for _ in range(18)]
     return Spec(
         fn,
         f"The k most frequent words of at least {m} letters (words are runs of ASCII letters, "
@@ -237,7 +275,7 @@ def top_words(rng: random.Random) -> Spec:
 
 def roman(rng: random.Random) -> Spec:
     lower, fn, a = rng.random() < 0.5, func_name(rng, "roman"), rng.choice(ARG_NAMES)
-    nums = sorted({1, 4, 9, 14, 40, 90, 400, 1994, 3999, *(rng.randint(1, 3999) for _ in range(6))})
+    nums = sorted({1, 4, 9, 14, 40, 90, 400, 1994, 3999, *(rng.randint(1, 3999) for _ in range(20))})
     return Spec(
         fn,
         f"Convert 1 <= n <= 3999 to a Roman numeral using subtractive notation (IV, IX, XL...), in "
@@ -264,7 +302,7 @@ def _nested(rng: random.Random, depth: int) -> list:
 def flatten(rng: random.Random) -> Spec:
     depth, fn, a = rng.randint(1, 3), func_name(rng, "flat"), rng.choice(ARG_NAMES)
     cases = [([],), ([1, [2, [3, [4, [5]]]]],), ([[1, 2], [3], []],), ([[[["x"]]], "y"],)]
-    cases += [(_nested(rng, 4),) for _ in range(8)]
+    cases += [(_nested(rng, 4),) for _ in range(20)]
     return Spec(
         fn,
         f"Flatten nested lists by at most {depth} level(s): lists nested deeper than that stay "
@@ -279,7 +317,7 @@ def flatten(rng: random.Random) -> Spec:
 
 def digit_sum(rng: random.Random) -> Spec:
     base, fn, a = rng.choice([2, 3, 5, 7, 8, 9, 12, 16]), func_name(rng, "digit_sum"), rng.choice(ARG_NAMES)
-    nums = sorted({0, 1, base - 1, base, base**3 + 1, *(rng.randint(2, 10**6) for _ in range(7))})
+    nums = sorted({0, 1, base - 1, base, base**3 + 1, *(rng.randint(2, 10**6) for _ in range(20))})
     return Spec(
         fn,
         f"The sum of the digits of n >= 0 written in base {base} (digits counted by their value).",
@@ -299,7 +337,7 @@ def snake(rng: random.Random) -> Spec:
     parts = ["http", "server", "get", "value", "xml", "parse", "id", "json", "url", "load"]
     cases = ["", "simple", "camelCase", "HTTPServer", "getHTTPResponseCode", "A"] + [
         "".join(p.upper() if rng.random() < 0.2 else p.title() for p in rng.sample(parts, rng.randint(1, 4)))
-        for _ in range(7)
+        for _ in range(18)
     ]
     return Spec(
         fn,
@@ -324,8 +362,8 @@ def chunk(rng: random.Random) -> Spec:
     fn, a = func_name(rng, "chunks"), rng.choice(ARG_NAMES)
     cases = (
         [([],), (list(range(size)),), (list(range(size + 1)),)]
-        + [(list(string.ascii_lowercase[: rng.randint(1, 14)]),) for _ in range(5)]
-        + [([rng.randint(0, 9) for _ in range(rng.randint(1, 12))],) for _ in range(4)]
+        + [(list(string.ascii_lowercase[: rng.randint(1, 14)]),) for _ in range(10)]
+        + [([rng.randint(0, 9) for _ in range(rng.randint(1, 12))],) for _ in range(10)]
     )
     return Spec(
         fn,

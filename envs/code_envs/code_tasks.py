@@ -7,9 +7,15 @@ calls the candidate and prints each output. The expected outputs never enter the
 host compares. A candidate that forges, kills or hijacks the runner can only make its own outputs
 missing or wrong.
 
-Partial credit counts progress only: a case counts when it is hidden (not in the visible tests) and
-the starting code fails it, so doing nothing or special-casing the shown inputs earns nothing, and
-cases the starting code passed but the final code fails are subtracted.
+Partial credit counts progress only: a case counts when it is hidden (not in the visible tests), the
+starting code fails it, and its expected output is not one a stub gets without computing anything (an
+argument, or a constant such as None, 0, 1, -1, '', [] or True: `TRIVIAL`). So doing nothing,
+returning an argument or a constant, or special-casing the shown inputs earns nothing, and cases the
+starting code passed but the final code fails are subtracted.
+
+Test tasks are new in content, not only in fingerprint: every spec (its normalised docstring), every
+program (reference, buggy or stub, names normalised) and every test input belongs to one split
+(`tasks.content_split`), and `draw_spec` draws each task's parts from its own split's share only.
 """
 
 from __future__ import annotations
@@ -19,24 +25,32 @@ import random
 import secrets
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from agentrl.code_envs.code_specs import SPECS, Spec, run
-from agentrl.code_envs.judge import CHECK_TIMEOUT_S, oneshot
-from agentrl.code_envs.tasks import Grade, Redraw, Task, call
+from agentrl.code_envs.code_pipelines import number_pipeline, text_pipeline
+from agentrl.code_envs.code_specs import SPECS, Spec, normalize_doc, normalize_program, run
+from agentrl.code_envs.judge import CHECK_TIMEOUT_S, MalformedReport, oneshot, parse_index, parse_json
+from agentrl.code_envs.tasks import Builder, Grade, Redraw, Task, call, content_split, malformed
 from agentrl.code_envs.workspace import files
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import Sandbox
 
 CASE_TIMEOUT_S = 2
+MAX_RESULT_CHARS = 1 << 16  # of one case's output; every expected output is far shorter
+# Outputs a stub earns without computing anything (besides its arguments): never counted.
+TRIVIAL = (None, True, False, 0, 1, -1, "", [], {})
+# Spec makers: every hand-written builder once, and the composed ones twice as often as all of those.
+MAKERS = (*SPECS, *(number_pipeline, text_pipeline) * len(SPECS))
+MAX_SPEC_DRAWS = 500  # a draw is in the split with probability 1/4: never reached
 # A fixed environment for the candidate: nothing inherited, a fixed hash seed (set iteration order
 # is then the same as in `run_python`), no user site-packages, no cwd on sys.path but the workspace.
 PYTHON = "env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 PYTHONHASHSEED=0 python3 -s -P -B"
 RUNNER = r"""
 import importlib, json, os, signal, sys
 dumps = json.dumps  # bound before any candidate code runs
-nonce, timeout = sys.argv[1], int(sys.argv[2])
+nonce, timeout, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 jobs = json.loads(sys.stdin.read())
 report = os.fdopen(os.dup(1), "w")
 quiet = os.open(os.devnull, os.O_RDWR)
@@ -49,11 +63,14 @@ signal.signal(signal.SIGALRM, alarm)
 for i, (module, function, args) in enumerate(jobs):
     try:
         signal.alarm(timeout)
-        result, ok = dumps(getattr(importlib.import_module(module), function)(*args), sort_keys=True), 1
+        value = getattr(importlib.import_module(module), function)(*args)
+        result, ok = dumps(value, sort_keys=True, allow_nan=False), 1
     except BaseException as exc:
         result, ok = dumps(type(exc).__name__), 0
     finally:
         signal.alarm(0)
+    if len(result) > limit:
+        result, ok = dumps("OutputTooLarge"), 0
     report.write("%s %d %d %s\n" % (nonce, i, ok, result.replace("\n", " ")))
     report.flush()
 """
@@ -63,27 +80,35 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def read_report(stdout: str, nonce: str, count: int) -> list[str | None]:
+    """Each case's output in the runner's report (canonical JSON; None when the case failed, or when
+    two lines claim it). Lines without the nonce are not the runner's and are skipped; a line with
+    it that does not parse (case number, flag, bounded JSON) makes the whole report MalformedReport."""
+    got: dict[int, str | None] = {}
+    for line in stdout.splitlines():
+        tag, index, ok, result = [*line.split(" ", 3), "", "", ""][:4]
+        if tag != nonce:
+            continue
+        i = parse_index(index, count)
+        if ok not in ("0", "1"):
+            raise MalformedReport(f"case {i}: flag {ok[:20]!r} is neither 0 nor 1")
+        value = canonical(parse_json(result, max_chars=MAX_RESULT_CHARS)) if ok == "1" else None
+        got[i] = None if i in got else value  # a second line for one case makes it fail
+    return [got.get(i) for i in range(count)]
+
+
 def outputs_of(sandbox: Sandbox, jobs: list[list[Any]]) -> list[str | None]:
-    """The candidate's output for each job (canonical JSON), None when it failed or was forged twice."""
+    """The candidate's output for each job, from one run of RUNNER (see `read_report`)."""
     nonce = secrets.token_hex(8)
     out = oneshot(
         sandbox,
-        f"{PYTHON} -c {shlex.quote(RUNNER)} {nonce} {CASE_TIMEOUT_S}",
+        f"{PYTHON} -c {shlex.quote(RUNNER)} {nonce} {CASE_TIMEOUT_S} {MAX_RESULT_CHARS}",
         stdin=json.dumps(jobs),
         timeout_s=CHECK_TIMEOUT_S + CASE_TIMEOUT_S * len(jobs),
     )
-    got: dict[int, str | None] = {}
-    for line in out.stdout.splitlines():
-        tag, index, ok, result = [*line.split(" ", 3), "", "", ""][:4]
-        if tag != nonce or not index.isdigit():
-            continue
-        i = int(index)
-        try:
-            value = canonical(json.loads(result)) if ok == "1" else None
-        except ValueError:
-            value = None
-        got[i] = None if i in got else value  # a second line for one case makes it fail
-    return [got.get(i) for i in range(len(jobs))]
+    if out.truncated:
+        raise MalformedReport(f"the report ran over {out.stdout_bytes} bytes")
+    return read_report(out.stdout, nonce, len(jobs))
 
 
 def hidden_tests(
@@ -101,13 +126,16 @@ def hidden_tests(
             expected.append(canonical(want))
             if had == want:
                 passing.append(i)
-            elif i not in shown:
+            elif i not in shown and canonical(want) not in {canonical(v) for v in (*args, *TRIVIAL)}:
                 counted.append(i)
     if len(counted) < 2:
-        raise Redraw("fewer than two hidden cases fail at the start")
+        raise Redraw("fewer than two hidden cases fail at the start with an output a stub cannot give")
 
     def check(sandbox: Sandbox, _: str | None) -> Grade:
-        got = outputs_of(sandbox, jobs)
+        try:
+            got = outputs_of(sandbox, jobs)
+        except MalformedReport as exc:
+            return malformed(len(counted), str(exc))
         ok = [g is not None and g == e for g, e in zip(got, expected, strict=True)]
         failures = [jobs[i][1] for i, good in enumerate(ok) if not good]
         return Grade(
@@ -118,7 +146,8 @@ def hidden_tests(
             f"failing: {failures[:5]}",
         )
 
-    return check, {"cases": len(jobs), "counted": len(counted)}
+    content = {"specs": [normalize_doc(s.doc) for s in specs], "inputs": [canonical(j[2]) for j in jobs]}
+    return check, {"cases": len(jobs), "counted": len(counted), **content}
 
 
 def visible_tests(module: str, cases: list[tuple[Spec, tuple[Any, ...], Any]]) -> str:
@@ -158,9 +187,30 @@ def _stub_outputs(spec: Spec) -> list[Any]:
     return [{"raised": "NotImplementedError"}] * len(spec.inputs)
 
 
-def implement(rng: random.Random) -> Task:
-    spec = rng.choice(SPECS)(rng)
+def draw_spec(rng: random.Random, split: str, makers: tuple[Callable[[random.Random], Spec], ...]) -> Spec:
+    """A spec whose docstring and reference program belong to `split`, with the inputs that belong
+    to it (see `tasks.content_split`)."""
+    for _ in range(MAX_SPEC_DRAWS):
+        spec = rng.choice(makers)(rng)
+        if (
+            content_split("spec", normalize_doc(spec.doc)) == split
+            and content_split("program", normalize_program(spec.source)) == split
+        ):
+            inputs = tuple(
+                args for args in spec.inputs if content_split("case", canonical(list(args))) == split
+            )
+            return replace(spec, inputs=inputs)
+    raise RuntimeError(f"no {split} spec in {MAX_SPEC_DRAWS} draws")  # a bucket bug
+
+
+def programs(*sources: str) -> list[str]:
+    return [normalize_program(source) for source in sources]
+
+
+def implement(rng: random.Random, split: str) -> Task:
+    spec = draw_spec(rng, split, MAKERS)
     check, meta = hidden_tests("solution", [spec], set(), [_stub_outputs(spec)])
+    meta["programs"] = programs(spec.stub(), spec.source)
     return Task(
         "implement",
         f"Implement the function `{spec.signature().removeprefix('def ').rstrip(':')}` in solution.py "
@@ -174,10 +224,12 @@ def implement(rng: random.Random) -> Task:
     )
 
 
-def fix_bug(rng: random.Random) -> Task:
-    spec = rng.choice(SPECS)(rng)
-    bug = rng.choice(spec.bugs)
-    buggy = spec.buggy(bug)
+def fix_bug(rng: random.Random, split: str) -> Task:
+    spec = draw_spec(rng, split, MAKERS)
+    bugs = [b for b in spec.bugs if content_split("program", normalize_program(spec.buggy(b))) == split]
+    if not bugs:
+        raise Redraw(f"no bug of this spec makes a {split} program")
+    buggy = spec.buggy(rng.choice(bugs))
     want, had = run(spec.source, spec.name, spec.inputs), run(buggy, spec.name, spec.inputs)
     failing = [i for i in range(len(want)) if had[i] != want[i]]
     passing = [i for i in range(len(want)) if had[i] == want[i]]
@@ -186,6 +238,7 @@ def fix_bug(rng: random.Random) -> Task:
     # one failing case and one passing case are shown; at least two failing ones stay hidden
     shown = rng.sample(failing, 1) + rng.sample(passing, min(1, len(passing)))
     check, meta = hidden_tests("solution", [spec], set(shown), [had])
+    meta["programs"] = programs(buggy, spec.source)
     visible = visible_tests("solution", [(spec, spec.inputs[i], want[i]) for i in shown])
     return Task(
         "fix_bug",
@@ -204,8 +257,8 @@ def fix_bug(rng: random.Random) -> Task:
     )
 
 
-def module_suite(rng: random.Random) -> Task:
-    specs = [make(rng) for make in rng.sample(SPECS, 3)]
+def module_suite(rng: random.Random, split: str) -> Task:
+    specs = [draw_spec(rng, split, MAKERS) for _ in range(3)]
     if len({s.name for s in specs}) < 3:
         raise Redraw("two functions drew the same name")
     shown_cases, shown, offset = [], set(), 0
@@ -215,6 +268,7 @@ def module_suite(rng: random.Random) -> Task:
         shown.add(offset + i)
         offset += len(spec.inputs)
     check, meta = hidden_tests("mylib", specs, shown, [_stub_outputs(s) for s in specs])
+    meta["programs"] = programs(*(s.stub() for s in specs), *(s.source for s in specs))
     stubs = "\n\n".join(s.stub() for s in specs)
     listing = "\n".join(f"- {s.signature().removeprefix('def ').rstrip(':')}: {s.doc}" for s in specs)
     return Task(
@@ -237,7 +291,7 @@ def module_suite(rng: random.Random) -> Task:
     )
 
 
-FAMILIES: dict[str, Callable[[random.Random], Task]] = {
+FAMILIES: dict[str, Builder] = {
     "implement": implement,
     "fix_bug": fix_bug,
     "module_suite": module_suite,

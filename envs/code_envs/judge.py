@@ -5,22 +5,31 @@ Grading starts after `Sandbox.reset_processes()` has killed everything the agent
 environment, the workspace as cwd, root-owned tools only) and computes the verdict here on the host,
 from expected values that never enter the container. Nothing is written where the agent could have
 planted a link: data travels on stdin and stdout.
+
+What comes back from the container is the agent's to shape, so every parse of it is bounded
+(`parse_json`: size, nesting depth, number syntax; `parse_index`: ASCII digits only) and a report
+that does not parse is a `MalformedReport`: the check scores it 0 and says why in the grade's
+`malformed`, which the env puts in `info["malformed_report"]`. No output can make a check raise.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentrl.code_envs.tasks import Check, Grade, all_or_nothing
+from agentrl.code_envs.tasks import Check, Grade, all_or_nothing, malformed
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import ExecResult, Sandbox
 
 CHECK_TIMEOUT_S = 30.0
 READ_LIMIT = 1 << 20  # bytes of an output file worth comparing; anything longer is wrong anyway
+MAX_JSON_DEPTH = 64  # nesting of a JSON value read back; every expected value is far shallower
+MAX_NUMBER_CHARS = 64  # characters of one JSON number; expected values have at most a few dozen
 # git reads its repository's config, which the agent wrote: switch off everything in it that can
 # run a program or substitute objects, and read no global or system config.
 GIT = (
@@ -29,6 +38,63 @@ GIT = (
     "-c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.pager=cat -c log.showSignature=false "
     "-c gpg.program=false -c diff.external= -c core.sshCommand=false -c protocol.allow=never"
 )
+
+
+class MalformedReport(ValueError):
+    """Output from the container that is not what the check asked for; the check scores it 0."""
+
+
+# A JSON string (escapes included), then the brackets left once strings are gone.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _json_number(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise MalformedReport(f"a number of {len(text)} characters")
+        value = kind(text)
+        if not math.isfinite(value):
+            raise MalformedReport(f"a number out of range: {text[:20]}")
+        return value
+
+    return parse
+
+
+def _no_constant(text: str) -> Any:
+    raise MalformedReport(f"{text} is not a JSON value")
+
+
+def parse_json(text: str, *, max_chars: int = READ_LIMIT, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Strict JSON from the container, within bounds the host can afford: at most `max_chars`
+    characters and `max_depth` levels of nesting (checked before parsing, so a 5,000-deep value never
+    reaches the recursive parser), numbers of at most MAX_NUMBER_CHARS characters, finite, and no
+    NaN or Infinity. Raises MalformedReport for anything else."""
+    if len(text) > max_chars:
+        raise MalformedReport(f"{len(text)} characters of JSON, over the {max_chars} read")
+    depth = 0
+    for bracket in _BRACKETS.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > max_depth:
+            raise MalformedReport(f"JSON nested deeper than {max_depth} levels")
+    try:
+        return json.loads(
+            text, parse_int=_json_number(int), parse_float=_json_number(float), parse_constant=_no_constant
+        )
+    except MalformedReport:
+        raise
+    except ValueError as exc:  # JSONDecodeError, and int() past the interpreter's digit limit
+        raise MalformedReport(f"not JSON: {str(exc)[:200]}") from None
+
+
+_INDEX = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() also accepts '²', which int() refuses
+
+
+def parse_index(text: str, count: int) -> int:
+    """A case number below `count` written in ASCII digits; MalformedReport otherwise."""
+    if not _INDEX.fullmatch(text) or int(text) >= count:
+        raise MalformedReport(f"case number {text[:20]!r} is not one of 0..{count - 1}")
+    return int(text)
 
 
 def oneshot(
@@ -70,11 +136,13 @@ def json_file_equals(path: str, expected: Any) -> Check:
 
     def check(sandbox: Sandbox, _: str | None) -> Grade:
         text = read_text(sandbox, path)
+        if text is None:
+            return all_or_nothing(0, 1, f"{path}: missing, unreadable or too big")
         try:
-            got = json.dumps(json.loads(text), sort_keys=True) if text is not None else None
-        except ValueError:
-            got = None
-        return all_or_nothing(int(got == want), 1, f"{path}: {'missing' if text is None else 'read'}")
+            got = json.dumps(parse_json(text), sort_keys=True)
+        except MalformedReport as exc:
+            return malformed(1, f"{path}: {exc}")
+        return all_or_nothing(int(got == want), 1, f"{path}: read")
 
     return check
 
@@ -143,6 +211,7 @@ def all_of(*checks: Check) -> Check:
             all(g.solved for g in grades),
             0,
             "; ".join(g.detail for g in grades),
+            "; ".join(g.malformed for g in grades if g.malformed),
         )
 
     return check

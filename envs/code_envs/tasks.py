@@ -1,12 +1,18 @@
 """What a task is, and how one is generated: a seeded workspace, a prompt, a host-side check and a
 reference solution.
 
-A family is a builder `(random.Random) -> Task`: every file, name, number and bug comes from the
-RNG, so the task space is unbounded. `generate` seeds the RNG from (family, split, index) and keeps
-drawing until the task's fingerprint (a hash of everything the agent can see: prompt, files, setup)
-falls in the requested split's bucket. A task therefore belongs to exactly one split by its content
-alone: train and test are disjoint by construction, whatever index or seed produced them, and the
-fingerprint is also the task's opaque `task_id`.
+A family is a builder `(random.Random, split) -> Task`: every file, name, number and bug comes from
+the RNG, so the task space is unbounded. `generate` seeds the RNG from (family, split, index) and
+keeps drawing until the task's fingerprint (a hash of everything the agent can see: prompt, files,
+setup) falls in the requested split's bucket. A task therefore belongs to exactly one split by its
+content alone: train and test are disjoint by construction, whatever index or seed produced them,
+and the fingerprint is also the task's opaque `task_id`.
+
+Distinct fingerprints are not enough where tasks are made of parts that recur: a Code-v0 function
+spec, program or test input seen in train must not come back in a test task under new names. Such
+builders use `split` to draw each part from the split's own half of the content space
+(`content_split`: a hash of the part's normalised text), so the parts of the two splits are
+disjoint too; builders without recurring parts ignore it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ if TYPE_CHECKING:
 
 SPLITS = ("train", "test")
 TEST_SHARE = 4  # one fingerprint bucket in four is held out
+CONTENT_TEST_SHARE = 2  # one part (spec, program, test input) in two belongs to the test split
 MAX_DRAWS = 400  # a draw is kept with probability >= 1/8 (bucket, then validity): never reached
 
 
@@ -35,6 +42,7 @@ class Grade:
     `passed` of `total` counted checks; `solved` means everything the task asks holds (for Code-v0
     that includes cases the starting code already passed, which do not count toward `total`);
     `regressions` are counted against partial credit. `detail` is for logs, never for the agent.
+    `malformed` says why what the container reported could not be read (the grade is then 0).
     """
 
     passed: int
@@ -42,6 +50,7 @@ class Grade:
     solved: bool
     regressions: int = 0
     detail: str = ""
+    malformed: str = ""
 
     @property
     def score(self) -> float:
@@ -52,6 +61,11 @@ class Grade:
 
 def all_or_nothing(passed: int, total: int, detail: str = "") -> Grade:
     return Grade(passed, total, total > 0 and passed == total, 0, detail)
+
+
+def malformed(total: int, reason: str) -> Grade:
+    """The grade of a report that does not parse: nothing passes, and the reason is kept."""
+    return Grade(0, total, False, 0, f"malformed report: {reason}", reason)
 
 
 Check = Callable[["Sandbox", "str | None"], Grade]
@@ -92,17 +106,27 @@ class Redraw(ValueError):
     """This draw does not make a good task (e.g. no hidden case exposes the bug): draw again."""
 
 
+Builder = Callable[[random.Random, str], Task]
+
+
 def split_of(fingerprint: str) -> str:
     return "test" if int(fingerprint[16:24], 16) % TEST_SHARE == 0 else "train"
 
 
-def generate(family: str, build: Callable[[random.Random], Task], split: str, index: int) -> Task:
+def content_split(kind: str, text: str) -> str:
+    """The split a part of a task belongs to: `kind` ("spec", "program", "case") and its normalised
+    text, hashed. Every task of a split is built from parts of that split only."""
+    digest = hashlib.sha256(f"{kind}\0{text}".encode()).digest()
+    return "test" if int.from_bytes(digest[:4], "big") % CONTENT_TEST_SHARE == 0 else "train"
+
+
+def generate(family: str, build: Builder, split: str, index: int) -> Task:
     """The `index`-th task of `family` in `split` (string seeds keep `random.Random` stable)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     for draw in range(MAX_DRAWS):
         try:
-            task = build(random.Random(f"{family}/{split}/{index}/{draw}"))
+            task = build(random.Random(f"{family}/{split}/{index}/{draw}"), split)
         except Redraw:
             continue
         fingerprint = task.fingerprint()

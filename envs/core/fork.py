@@ -7,7 +7,9 @@ options and the random generator's state just before the world was built, so a s
 replays too), then every action again. Replay is exact for a deterministic env; where the world is
 not (wall-clock time, process ids in a container), the steps whose replayed results differ are
 listed in the fork's `fork_divergence`, and the fork keeps the parent's transcript, the one a
-policy continues from.
+policy continues from. A step's result is its observation, reward, end flags and `state_change`
+(what the env says the step changed in its world), so a step that changed the world differently
+diverges even when it printed the same.
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def copy_env(env: E) -> E:
     return child
 
 
+def _change(step: dict[str, Any]) -> Any:
+    change = step["state_change"]
+    return change if change is None or isinstance(change, dict) else change.decode()
+
+
 def replay_env(env: E) -> E:
     """A fresh env built as `env` was, reset as it was and given the same actions."""
     log, trace = env._log, env._trace
@@ -91,8 +98,9 @@ def replay_env(env: E) -> E:
             if child.episode_over:
                 raise RuntimeError(f"replaying the episode for a fork ended it early, at step {number}")
             observation, reward, terminated, truncated, _info = child.step(action)
-            replayed = (observation, float(reward), terminated, truncated)
-            if replayed != (step["observation"], step["reward"], step["terminated"], step["truncated"]):
+            replayed = (observation, float(reward), terminated, truncated, _change(child._trace.steps[-1]))
+            original = (step["observation"], step["reward"], step["terminated"], step["truncated"])
+            if replayed != (*original, _change(step)):
                 diverged.append(number)
     except BaseException:
         child.close()  # its container, its database: nothing of a failed fork is left behind

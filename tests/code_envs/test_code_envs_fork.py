@@ -45,7 +45,15 @@ def test_bash_fork_replays_into_its_own_container_and_continues_exactly(bash_env
         fork.close()
     parent = json.loads(json.dumps(env.trajectory()))
     assert transcript(parent) == env.messages and parent["forks"][0]["at_step"] == 2
-    assert all(step["state_change"] is None for step in parent["steps"])
+    # each step records what it changed in the workspace: paths, kinds, modes, content hashes
+    # (a step that only read, like read_file, records nothing)
+    changes = [step["state_change"] and step["state_change"]["workspace"] for step in parent["steps"]]
+    assert [c is None for c in changes] == [False, False, False, True, False, True]
+    assert changes[0] == {"changed": {"scratch": "d755"}}
+    assert (
+        list(changes[1]["changed"]) == ["scratch/a.txt"]
+        and changes[1]["changed"]["scratch/a.txt"][:5] == "f644:"
+    )
 
 
 def test_wall_clock_output_is_where_a_replayed_fork_diverges(bash_env):
@@ -57,6 +65,46 @@ def test_wall_clock_output_is_where_a_replayed_fork_diverges(bash_env):
     try:
         assert fork.fork_divergence == [2]  # the clock moved; the transcript kept is the parent's
         assert fork.messages == env.messages
+    finally:
+        fork.close()
+
+
+NOISE = {
+    "random": "echo $RANDOM$RANDOM > noise.txt",
+    "date": "date +%s%N > noise.txt",
+    "urandom": "head -c 16 /dev/urandom > noise.bin",
+    "same-output-other-file": "echo written; echo $RANDOM$RANDOM > noise.txt",
+}
+
+
+@pytest.mark.parametrize("noise", NOISE, ids=list(NOISE))
+def test_a_step_whose_files_differ_on_replay_is_a_divergence(bash_env, noise):
+    """Output, exit status and the workspace where the step touched it are all compared: a step that
+    prints the same (or nothing) but writes different bytes is listed; steady steps before and
+    after it, which touch other files or none, are not."""
+    env = bash_env
+    env.reset(seed=2, options={"family": "count_files"})
+    env.step(call("execute_bash", command="echo steady > steady.txt"))
+    env.step(call("execute_bash", command=NOISE[noise]))
+    env.step(call("execute_bash", command="echo later; echo more >> steady.txt"))
+    env.step(call("read_file", path="steady.txt"))
+    (fork,) = env.fork()
+    try:
+        assert fork.fork_divergence == [2], fork.fork_divergence
+        assert fork.messages == env.messages
+    finally:
+        fork.close()
+
+
+def test_an_interpreter_step_that_writes_different_bytes_is_a_divergence(code_env):
+    env = code_env
+    env.reset(seed=1, options={"family": "implement"})
+    env.step(call("run_python", code="import random\nx = 1"))
+    env.step(call("run_python", code="open('draw.txt', 'w').write(str(random.random()))\nprint('drawn')"))
+    env.step(call("run_python", code="print(x)"))
+    (fork,) = env.fork()
+    try:
+        assert fork.fork_divergence == [2], fork.fork_divergence
     finally:
         fork.close()
 

@@ -316,3 +316,72 @@ def hard_coded_report(task: Task) -> list[str]:
 def test_a_hard_coded_report_fails_the_unseen_input(docker_backend):
     results = run_episodes(BASH, jobs(BASH, families=("fix_script",)), hard_coded_report, split="test")
     assert_at_most(results)
+
+
+# --- reports and output files shaped to make the judge raise: each scores 0 and says why ------------
+REPORT_FORGER = r"""
+import sys
+def __getattr__(name):
+    def forge(*args):
+        runner = sys.modules["__main__"]  # the judge's runner: its nonce and its report
+        runner.report.write("%s %s\n" % (runner.nonce, LINE))
+        runner.report.flush()
+        return None
+    return forge
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [("0 1 " + "[" * 5000 + "]" * 5000, "deeper than"), ("² 1 0", "case number '²'")],
+    ids=["5000-deep-json", "superscript-index"],
+)
+def test_a_report_line_made_to_crash_the_judge_scores_zero(docker_backend, line, reason):
+    forger = REPORT_FORGER.replace("LINE", repr(line))
+    results = run_episodes(
+        CODE,
+        jobs(CODE),
+        lambda t: [call("write_file", path=module_of(t), content=forger), call("finish")],
+        split="test",
+        partial_credit=True,
+    )
+    assert_at_most(results, ceiling=0.0)
+    assert all(reason in info["malformed_report"] for _, info in results.values()), results
+
+
+def deep_json_output(task: Task) -> list[str]:
+    (path,) = {p.rstrip(":") for p in re.findall(r"\S+\.json:?", task.prompt)}
+    deep = "python3 -c 'print(\"[\" * 5000 + \"]\" * 5000)'"
+    return [call("execute_bash", command=f"mkdir -p $(dirname {path}) && {deep} > {path}"), call("finish")]
+
+
+def test_a_5000_deep_json_output_file_scores_zero(docker_backend):
+    results = run_episodes(
+        BASH, jobs(BASH, families=("csv_to_json", "csv_aggregate")), deep_json_output, split="test"
+    )
+    assert_at_most(results, ceiling=0.0)
+    assert all("deeper than" in info["malformed_report"] for _, info in results.values()), results
+
+
+# --- stubs that compute nothing: an argument or a constant, with partial credit --------------------
+STUB = """
+def __getattr__(name):
+    def stub(*args):
+        return RETURN
+    return stub
+"""
+
+
+@pytest.mark.parametrize(
+    "returned", ["args[0]", "args[-1]", "None", "0", "1", "-1", "''", "[]", "True", "False"]
+)
+def test_a_stub_returning_an_argument_or_a_constant_earns_nothing(docker_backend, returned):
+    stub = STUB.replace("RETURN", returned)
+    results = run_episodes(
+        CODE,
+        jobs(CODE, seeds=(90001, 90002, 90003, 90004)),
+        lambda t: [call("write_file", path=module_of(t), content=stub), call("finish")],
+        split="test",
+        partial_credit=True,
+    )
+    assert_at_most(results)

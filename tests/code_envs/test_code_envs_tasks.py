@@ -1,5 +1,6 @@
-"""The generated task space as data (no Docker): determinism, variety, disjoint splits, opaque ids,
-hidden cases that stay hidden, and reference solutions that are valid tool calls."""
+"""The generated task space as data (no Docker): determinism, variety, disjoint splits (by fingerprint,
+and for Code-v0 by content), opaque ids, hidden cases that stay hidden, and reference solutions that
+are valid tool calls."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from functools import cache
 
 import pytest
+from code_envs_distribution import hidden_inputs, measure, programs_of, specs_of
 
 from agentrl.code_envs import bash_tasks, code_tasks
 from agentrl.code_envs.bash_env import BashEnv
@@ -61,6 +63,32 @@ def test_train_and_test_are_disjoint_by_construction(family):
     assert all(split_of(t.fingerprint()) == "test" == t.split for t in test)
     assert not {t.task_id for t in train} & {t.task_id for t in test}
     assert not {t.fingerprint() for t in train} & {t.fingerprint() for t in test}
+
+
+@pytest.mark.slow
+def test_code_test_tasks_are_new_in_content():
+    """Over 1,000 tasks per family and split: no test spec, program or hidden case was seen in train,
+    and `implement` draws far more distinct specs than a fixed list of templates would."""
+    train = {f: list(sample(f, "train", SAMPLE)) for f in code_tasks.FAMILIES}
+    test = {f: list(sample(f, "test", SAMPLE)) for f in code_tasks.FAMILIES}
+    figures = measure(train, test)
+    print(figures)
+    for family, row in figures.items():
+        assert row["test tasks with a spec seen in train"] == 0, (family, row)
+        assert row["test tasks with a program seen in train"] == 0, (family, row)
+        assert row["test hidden cases seen in train"] == 0, (family, row)
+    assert figures["implement"]["distinct specs (train)"] >= 600, figures["implement"]
+    assert figures["implement"]["distinct specs (test)"] >= 600, figures["implement"]
+
+
+def test_the_content_measure_sees_what_a_task_is_made_of():
+    """The measure above reads specs, programs and hidden cases back from what each task shows, so it
+    must find them: one per function, the starting and reference programs, every graded call."""
+    for family, functions in (("implement", 1), ("fix_bug", 1), ("module_suite", 3)):
+        task = sample(family, "test", 5)[0]
+        assert len(specs_of(task)) == functions and specs_of(task) == set(task.meta["specs"])
+        assert len(programs_of(task)) == 2 * functions
+        assert hidden_inputs(task) == task.meta["inputs"] and len(hidden_inputs(task)) == task.meta["cases"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
