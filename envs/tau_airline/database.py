@@ -9,7 +9,7 @@ comparison of final databases) is built from them.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import sqlite3
 from typing import Any
 
@@ -93,9 +93,14 @@ def template_image(data: AirlineData) -> bytes:
         if image is None:
             engine = new_engine()
             m.Base.metadata.create_all(engine)
-            with Session(engine) as session:
-                session.add_all(_rows(data))
-                session.commit()
+            by_table: dict[Any, list[dict[str, Any]]] = {}
+            for row in _rows(data):
+                table = type(row).__table__
+                by_table.setdefault(table, []).append({c.key: getattr(row, c.key) for c in table.columns})
+            with engine.begin() as conn:  # executemany per table: the ORM's unit of work is 10x slower
+                for table in m.Base.metadata.sorted_tables:
+                    if by_table.get(table):
+                        conn.execute(table.insert(), by_table[table])
             image = engine.raw_connection().driver_connection.serialize()
             engine.dispose()
             data.cache["image"] = image
@@ -238,7 +243,23 @@ def documents(session: Session) -> dict[str, Any]:
     return {"users": users, "flights": flights, "reservations": reservations}
 
 
+# Rows whose `position` is a dict's key order, which the benchmark's comparison ignores (a user's
+# payment methods, the reservations): compared by primary key alone. Every other position is a
+# list's order, which it counts.
+_UNORDERED = {"payment_methods", "reservations", "users", "flights", "flight_dates"}
+
+
 def state_key(session: Session) -> str:
-    """The database as the benchmark compares it: key order ignored, list order and the text of
-    every value (so 250 and 250.0 differ) counted."""
-    return json.dumps(documents(session), sort_keys=True, ensure_ascii=False)
+    """The database as the benchmark compares it, as one digest: every row of every table by primary
+    key, with the text of every value (so 250 and 250.0 differ, as they do in the benchmark's hash)
+    and list order counted, dict order not. Equal digests mean equal `documents`."""
+    session.flush()
+    raw = session.connection().connection.driver_connection
+    digest = hashlib.sha256()
+    for table in m.Base.metadata.sorted_tables:
+        columns = [c.name for c in table.columns if not (table.name in _UNORDERED and c.name == "position")]
+        keys = ", ".join(c.name for c in table.primary_key.columns)
+        digest.update(table.name.encode())
+        for row in raw.execute(f"SELECT {', '.join(columns)} FROM {table.name} ORDER BY {keys}"):
+            digest.update(repr(row).encode())
+    return digest.hexdigest()
