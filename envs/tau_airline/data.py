@@ -72,8 +72,9 @@ def _literal(node: ast.AST) -> Any:
     """A task file's value: literals, lists, dicts, and `Task(...)`/`Action(...)` calls read as the
     dict of their keyword arguments."""
     if isinstance(node, ast.Call):
-        if node.args:
-            raise ValueError(f"line {node.lineno}: task files give fields as keywords only")
+        if not (isinstance(node.func, ast.Name) and node.func.id in ("Task", "Action")) or node.args:
+            raise ValueError(f"line {node.lineno}: a task file holds only literals and Task(...)/Action(...) "
+                             "with keyword fields")
         return {kw.arg: _literal(kw.value) for kw in node.keywords}
     if isinstance(node, ast.List):
         return [_literal(e) for e in node.elts]
@@ -95,8 +96,12 @@ def read_tasks(path: Path) -> list[Task]:
         raise ValueError(f"{path}: no TASKS list")
     tasks = []
     for index, item in enumerate(raw):
-        actions = tuple(Action(a["name"], dict(a.get("kwargs", {}))) for a in item["actions"])
-        tasks.append(Task(index, item["user_id"], item["instruction"], actions, tuple(item.get("outputs", ()))))
+        try:
+            actions = tuple(Action(a["name"], dict(a.get("kwargs", {}))) for a in item["actions"])
+            outputs = tuple(item.get("outputs", ()))
+            tasks.append(Task(index, item["user_id"], item["instruction"], actions, outputs))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path}: task {index} is not a task ({type(exc).__name__}: {exc})") from exc
     return tasks
 
 

@@ -121,9 +121,10 @@ class TauAirlineEnv(ToolEnv):
     At the end, as the benchmark computes it: 1 if the database equals the one the task's gold
     actions produce and every required output was said to the customer (case-insensitive, commas
     ignored), else 0. With `strict_refusals=True`, a task whose gold leaves the database unchanged
-    also needs the refusal stated: a hand-off (`transfer_to_human_agents`, required when the gold
-    has one) or a message with a refusal phrase (`REFUSAL_PHRASES`). Without it, an agent that only
-    stalls earns 1 on such tasks, as in the benchmark.
+    and asks for no output (a refusal or hand-off task) also needs the refusal stated: a hand-off
+    (`transfer_to_human_agents`, required when the gold has one) or a message with a refusal phrase
+    (`REFUSAL_PHRASES`). Without it, an agent that only stalls earns 1 on such tasks, as in the
+    benchmark.
     """
 
     default_max_turns = 30
@@ -229,7 +230,7 @@ class TauAirlineEnv(ToolEnv):
         outputs = {o: any(o.lower() in m for m in flat) for o in self.task.outputs}
         info: dict[str, Any] = {"r_actions": state == gold, "outputs": outputs}
         reward = float(info["r_actions"] and all(outputs.values()))
-        if self.strict_refusals and gold == initial_state(self.data):
+        if self.strict_refusals and not self.task.outputs and gold == initial_state(self.data):
             needs_transfer = any(a.name == TRANSFER for a in self.task.actions)
             stated = self.transferred or (not needs_transfer and any(_REFUSAL.search(m) for m in self.said))
             info["refusal_stated"] = stated
@@ -249,6 +250,9 @@ class TauAirlineEnv(ToolEnv):
             change.setdefault(table, {})[key] = doc
         self.desk.touched.clear()
         return change
+
+    def _trace_meta(self) -> dict[str, Any]:
+        return {"user": self.user.settings(), "strict_refusals": self.strict_refusals}
 
     def _fork_resources(self, child: TauAirlineEnv) -> None:
         child._db = self._db.copy()

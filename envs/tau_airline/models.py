@@ -26,6 +26,10 @@ class JsonNumber(UserDefinedType):
     def get_col_spec(self, **kw: Any) -> str:
         return "BLOB"
 
+    def compare_values(self, x: Any, y: Any) -> bool:
+        """The ORM's "did it change" test: 300 -> 300.0 is a change to write, not equal values."""
+        return type(x) is type(y) and x == y
+
 
 class Base(DeclarativeBase):
     pass
