@@ -80,7 +80,8 @@ def reservation_parts(reservation_id: str, r: dict[str, Any]) -> list[m.Base]:
                               destination=f["destination"], flight_number=f["flight_number"],
                               date=f["date"], price=f["price"]) for pos, f in enumerate(r["flights"])),
         *(m.ReservationPassenger(reservation_id=reservation_id, position=pos, first_name=p["first_name"],
-                                 last_name=p["last_name"], dob=p["dob"]) for pos, p in enumerate(r["passengers"])),
+                                 last_name=p["last_name"], dob=p["dob"])
+          for pos, p in enumerate(r["passengers"])),
         *(m.Payment(reservation_id=reservation_id, position=pos, payment_id=p["payment_id"],
                     amount=p["amount"]) for pos, p in enumerate(r["payment_history"])),
     ]
@@ -153,7 +154,8 @@ def user_json(session: Session, user: m.User) -> dict[str, Any]:
         "email": user.email,
         "dob": user.dob,
         "payment_methods": {p.payment_id: payment_method_json(p) for p in methods},
-        "saved_passengers": [{"first_name": p.first_name, "last_name": p.last_name, "dob": p.dob} for p in saved],
+        "saved_passengers": [{"first_name": p.first_name, "last_name": p.last_name, "dob": p.dob}
+                             for p in saved],
         "membership": user.membership,
         "reservations": list(listed),
     }
@@ -163,7 +165,8 @@ def reservation_json(session: Session, r: m.Reservation) -> dict[str, Any]:
     rid = r.reservation_id
 
     def rows(model: type[Any]) -> list[Any]:
-        return list(session.scalars(select(model).where(model.reservation_id == rid).order_by(model.position)))
+        query = select(model).where(model.reservation_id == rid).order_by(model.position)
+        return list(session.scalars(query))
 
     return _reservation_doc(r, rows(m.ReservationFlight), rows(m.ReservationPassenger), rows(m.Payment))
 
@@ -175,7 +178,8 @@ def _reservation_doc(r: m.Reservation, flights: list[m.ReservationFlight],
         "destination": r.destination, "flight_type": r.flight_type, "cabin": r.cabin,
         "flights": [{"origin": f.origin, "destination": f.destination, "flight_number": f.flight_number,
                      "date": f.date, "price": f.price} for f in flights],
-        "passengers": [{"first_name": p.first_name, "last_name": p.last_name, "dob": p.dob} for p in passengers],
+        "passengers": [{"first_name": p.first_name, "last_name": p.last_name, "dob": p.dob}
+                       for p in passengers],
         "payment_history": [{"payment_id": p.payment_id, "amount": p.amount} for p in payments],
         "created_at": r.created_at, "total_baggages": r.total_baggages,
         "nonfree_baggages": r.nonfree_baggages, "insurance": r.insurance,

@@ -123,7 +123,8 @@ class BaggageArgs(BaseModel):
 class UpdateFlightsArgs(BaseModel):
     reservation_id: str = Field(description=RESERVATION_ID)
     cabin: Cabin
-    flights: list[FlightRef] = Field(description="Every flight of the whole new reservation, unchanged ones too.")
+    flights: list[FlightRef] = Field(
+        description="Every flight of the whole new reservation, unchanged ones too.")
     payment_id: str = Field(description=PAYMENT_ID)
 
 
@@ -274,7 +275,8 @@ class Desk:
         reservation = self.session.get(m.Reservation, a.reservation_id)
         if reservation is None:
             raise ToolError("Error: reservation not found")
-        payments = list(self.session.scalars(select(m.Payment).where(m.Payment.reservation_id == a.reservation_id)
+        payments = list(self.session.scalars(select(m.Payment)
+                                             .where(m.Payment.reservation_id == a.reservation_id)
                                              .order_by(m.Payment.position)))
         for offset, payment in enumerate(payments, len(payments)):
             self.session.add(m.Payment(reservation_id=a.reservation_id, position=offset,
@@ -319,7 +321,8 @@ class Desk:
         a second leg is listed with the first leg's date's fields, and a second leg that does not
         fly on that date fails the whole search with the benchmark's error text."""
         results = []
-        firsts = self.session.scalars(select(m.Flight).where(m.Flight.origin == a.origin).order_by(m.Flight.position))
+        firsts = self.session.scalars(select(m.Flight).where(m.Flight.origin == a.origin)
+                                      .order_by(m.Flight.position))
         seconds = list(self.session.scalars(select(m.Flight).where(m.Flight.destination == a.destination)
                                             .order_by(m.Flight.position)))
         for first in firsts:
@@ -442,7 +445,8 @@ class Desk:
         for row in old:
             self.session.delete(row)
         self.session.flush()
-        self.session.add_all(m.ReservationPassenger(reservation_id=a.reservation_id, position=pos, **p.model_dump())
-                             for pos, p in enumerate(a.passengers))
+        self.session.add_all(
+            m.ReservationPassenger(reservation_id=a.reservation_id, position=pos, **p.model_dump())
+            for pos, p in enumerate(a.passengers))
         self.touched.add(("reservations", a.reservation_id))
         return self._reservation_text(reservation)

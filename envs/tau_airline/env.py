@@ -29,7 +29,8 @@ TRANSFER = "transfer_to_human_agents"
 REFUSAL_PHRASES = (
     "cannot", "can't", "can not", "unable", "not able", "not possible", "not allowed", "not permitted",
     "not eligible", "ineligible", "against our policy", "against the policy", "not something i can",
-    "won't be able", "will not be able", "must decline", "have to decline", "i'm sorry, but", "i am sorry, but",
+    "won't be able", "will not be able", "must decline", "have to decline", "i'm sorry, but",
+    "i am sorry, but",
 )
 _REFUSAL = re.compile("|".join(rf"\b{re.escape(p)}(?!\w)" for p in REFUSAL_PHRASES), re.IGNORECASE)
 
@@ -166,8 +167,9 @@ class TauAirlineEnv(ToolEnv):
     # --- episode ------------------------------------------------------------------------------
     def _make_user(self, options: dict[str, Any]) -> ScriptedUser | LLMUser:
         if self.user_kind == "llm":
-            return LLMUser(self.user_base_url, self.user_model, self.data.user_guidelines or DEFAULT_GUIDELINES,
-                           self.user_temperature, self.user_seed, self.user_api_key)
+            guidelines = self.data.user_guidelines or DEFAULT_GUIDELINES
+            return LLMUser(self.user_base_url, self.user_model, guidelines, self.user_temperature,
+                           self.user_seed, self.user_api_key)
         turns = options.get("user_turns", self.user_turns)
         if turns is None:
             turns = [self.task.instruction]
@@ -196,7 +198,8 @@ class TauAirlineEnv(ToolEnv):
             "To call tools, write tool calls; to speak to the customer, write a message with no tool call: "
             "the customer's reply comes back as the next message."
         )
-        return text, {"task_id": f"{self.data.split}/{index}", "task_index": index, "user": self.user.settings()}
+        info = {"task_id": f"{self.data.split}/{index}", "task_index": index, "user": self.user.settings()}
+        return text, info
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         observation, info = super()._begin(options)

@@ -54,9 +54,9 @@ def test_the_data_subfolder_layout_and_a_missing_file(tmp_path: Path):
     broken = tmp_path / "broken"
     shutil.copytree(DATA, broken)
     (broken / "flights.json").unlink()
-    with pytest.raises(FileNotFoundError, match="flights.json not found"):
+    with pytest.raises(FileNotFoundError, match=r"flights\.json not found"):
         load(broken)
-    with pytest.raises(FileNotFoundError, match="tasks_train.py not found"):
+    with pytest.raises(FileNotFoundError, match=r"tasks_train\.py not found"):
         load(DATA, split="train")
 
 
