@@ -223,6 +223,10 @@ class TauAirlineEnv(ToolEnv):
             info["reward_info"] = self.reward_info
         return StepResult(reply, reward, over, False, info)
 
+    def _reward_on_truncation(self) -> float:
+        """Nothing: the benchmark scores a conversation only once it ends (its step limit pays 0)."""
+        return 0.0
+
     def _step_info(self) -> dict[str, Any]:
         return {"reward_info": self.reward_info} if getattr(self, "reward_info", None) else {}
 
