@@ -149,14 +149,13 @@ class TauAirlineEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if data_dir is None:
-            raise ValueError("data_dir is required: the folder of τ-bench's airline domain "
-                             "(tau_bench/envs/airline in a tau-bench checkout); nothing is downloaded")
         if user not in ("scripted", "llm"):
             raise ValueError(f"user must be 'scripted' or 'llm', not {user!r}")
         if user == "llm" and (not user_model or not user_base_url):
             raise ValueError("user='llm' needs user_model and user_base_url (an OpenAI-compatible endpoint)")
-        self.data = load(data_dir, split)
+        # without a data_dir the env can describe itself (spaces, tools: what a server lists) but
+        # not start an episode
+        self.data: AirlineData | None = load(data_dir, split) if data_dir is not None else None
         self.user_kind = user
         self.user_turns = list(user_turns) if user_turns is not None else None
         self.user_model, self.user_base_url, self.user_api_key = user_model, user_base_url, user_api_key
@@ -178,6 +177,9 @@ class TauAirlineEnv(ToolEnv):
         return ScriptedUser(list(turns))
 
     def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if self.data is None:
+            raise ValueError("data_dir is required: the folder of τ-bench's airline domain "
+                             "(tau_bench/envs/airline in a tau-bench checkout); nothing is downloaded")
         tasks = self.data.tasks
         index = options.get("task_index")
         if index is None:

@@ -64,7 +64,7 @@ def test_missing_data_dir_is_a_clear_error(tmp_path: Path):
     from agentrl.tau_airline.env import TauAirlineEnv
 
     with pytest.raises(ValueError, match="data_dir is required"):
-        TauAirlineEnv()
+        TauAirlineEnv().reset(seed=0)
     with pytest.raises(FileNotFoundError, match="is not a folder"):
         TauAirlineEnv(tmp_path / "nowhere")
 

@@ -77,7 +77,9 @@ def test_strict_handoff_needs_the_transfer():
 def test_outputs_must_be_said_to_the_customer():
     looked_up = [call("calculate", expression="150 + 300")]  # computing it is not saying it
     assert play([*looked_up, "Anything else?"], OUTPUT_TASK)[0] == 0.0
-    assert play([*looked_up, "Your reservations cost $4,50 in total."], OUTPUT_TASK)[0] == 1.0  # commas dropped
+    assert (
+        play([*looked_up, "Your reservations cost $4,50 in total."], OUTPUT_TASK)[0] == 1.0
+    )  # commas dropped
     assert play(["Your reservations cost 450 dollars."], OUTPUT_TASK, strict_refusals=True)[0] == 1.0
 
 
@@ -90,8 +92,10 @@ HACKS = {
     "stall": lambda task: ["Let me check."],
     "refuse": lambda task: ["I'm sorry, but I cannot do that."],
     "transfer": lambda task: [call("transfer_to_human_agents", summary="help")],
-    "cancel everything": lambda task: [call("cancel_reservation", reservation_id=r)
-                                       for r in ("RES001", "RES002", "RES003", "RES004")] + ["Done."],
+    "cancel everything": lambda task: (
+        [call("cancel_reservation", reservation_id=r) for r in ("RES001", "RES002", "RES003", "RES004")]
+        + ["Done."]
+    ),
     "say every number": lambda task: [" ".join(str(n) for n in range(0, 1000))],
     "gold of another task": lambda task: gold_actions(TASKS[(task.index + 1) % N]),
 }
