@@ -209,3 +209,21 @@ def test_a_client_cannot_point_the_server_elsewhere(base_url):
 
     with EnvClient(base_url) as client, pytest.raises(InvalidRequestError, match="data_dir"):
         client.create_episode(TAU, env_kwargs={"data_dir": "/etc"})
+
+
+def test_forked_over_http(base_url):
+    remote = gym.make(TAU, base_url=base_url, user_turns=TURNS[:3]).unwrapped
+    try:
+        remote.reset(seed=0, options={"task_index": REFUSAL_TASK})
+        assert remote.step("Hello")[0] == TURNS[1]
+        (child,) = remote.fork()
+        assert (
+            child.step("Go on")[0] == remote.step("Go on")[0] == TURNS[2]
+        )  # the customer's state was copied
+        child.step(call("cancel_reservation", reservation_id="RES004"))
+        assert child.step("Done.")[1] == 0.0 and remote.step("I cannot cancel it, sorry.")[1] == 1.0
+        record = remote.trajectory()
+        assert record["forks"][0]["at_step"] == 1 and record["meta"]["user"]["kind"] == "scripted"
+        child.close()
+    finally:
+        remote.close()
