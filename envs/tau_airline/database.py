@@ -118,8 +118,9 @@ class EpisodeDatabase:
         self.session = Session(self.engine, expire_on_commit=False, autoflush=True)
 
     def copy(self) -> EpisodeDatabase:
-        """An independent copy, page by page (a fork's database)."""
-        self.session.flush()
+        """An independent copy, page by page (a fork's database). The open transaction is committed
+        first: a copy of the pages holds committed changes only."""
+        self.session.commit()
         return EpisodeDatabase(self.raw.serialize())
 
     def close(self) -> None:

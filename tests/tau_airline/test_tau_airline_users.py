@@ -10,7 +10,7 @@ import threading
 import gymnasium as gym
 import pytest
 from support import AppServer
-from tau_helpers import DATA, call
+from tau_helpers import DATA, call, responses
 
 import agentrl  # noqa: F401
 from agentrl.core.trajectory import transcript
@@ -141,6 +141,11 @@ def test_forks_copy_the_database_and_the_customer():
     env.step("Hello")  # the customer is at their second turn
     env.step(call("cancel_reservation", reservation_id="RES001"))
     (child,) = env.fork()
+    # the fork has the parent's changes so far, even those not yet committed in the parent's session
+    seen = json.loads(
+        responses(child.step(call("get_reservation_details", reservation_id="RES001"))[0])[0]["content"]
+    )
+    assert seen["status"] == "cancelled"
     for e in (env, child):
         assert e.step("And?")[0] == TURNS[2]  # each continues the same conversation on its own
     child.step(call("cancel_reservation", reservation_id="RES002"))
@@ -151,12 +156,24 @@ def test_forks_copy_the_database_and_the_customer():
     )
     assert "status" not in parent_view  # the child's cancellation stayed in the child's database
     record = env.trajectory()
-    assert record["forks"][0]["at_step"] == 2 and len(record["forks"][0]["trajectory"]["steps"]) == 2
+    assert record["forks"][0]["at_step"] == 2 and len(record["forks"][0]["trajectory"]["steps"]) == 3
     step = record["steps"][1]
     assert step["state_change"]["reservations"]["RES001"]["status"] == "cancelled"
     assert transcript(record) == env.messages
     env.close()
     child.close()
+
+
+def test_a_fork_after_the_gold_scores_like_its_parent():
+    env = TauAirlineEnv(DATA)
+    env.reset(seed=0, options={"task_index": 1})
+    *calls, goodbye = gold_actions(env.data.tasks[1])
+    for action in calls:
+        env.step(action)
+    forks = env.fork(2)
+    assert [f.step(goodbye)[1] for f in (*forks, env)] == [1.0, 1.0, 1.0]
+    for e in (*forks, env):
+        e.close()
 
 
 def test_same_seed_same_observations():
