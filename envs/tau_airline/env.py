@@ -63,6 +63,7 @@ def gold_state(data: AirlineData, task: Task) -> str:
 
 
 def initial_state(data: AirlineData) -> str:
+    """The database as loaded (a task whose gold leaves it so is a refusal or hand-off task)."""
     with data.lock:
         if "initial" in data.cache:
             return data.cache["initial"]
@@ -77,17 +78,18 @@ def initial_state(data: AirlineData) -> str:
 
 
 def gold_actions(task: Task) -> list[str]:
-    """A policy that replays the task's gold: each gold tool call as one action, then one message
-    to the customer saying the required outputs (before a closing hand-off, if the gold has one)."""
-    calls = [a for a in task.actions if a.name != RESPOND]
+    """A policy that replays the task's gold: each gold tool call as one action, then the hand-off
+    when the gold has one and nothing must be said, else one message to the customer saying what
+    the gold says and the required outputs (with the default scripted customer, that message ends
+    the conversation)."""
     said = [a.kwargs.get("content", "") for a in task.actions if a.name == RESPOND]
-    message = " ".join([*said, *task.outputs]) or "Is there anything else I can help you with?"
     steps = [f"<tool_call>{json.dumps({'name': a.name, 'arguments': a.kwargs})}</tool_call>"
-             for a in calls if a.name != TRANSFER]
-    if any(a.name == TRANSFER for a in calls):
-        return [*steps, f"<tool_call>{json.dumps({'name': TRANSFER, 'arguments': {'summary': message}})}"
-                        "</tool_call>"]
-    return [*steps, message]
+             for a in task.actions if a.name not in (RESPOND, TRANSFER)]
+    handoff = [a for a in task.actions if a.name == TRANSFER]
+    if handoff and not said and not task.outputs:
+        transfer = json.dumps({"name": TRANSFER, "arguments": handoff[0].kwargs})
+        return [*steps, f"<tool_call>{transfer}</tool_call>"]
+    return [*steps, " ".join([*said, *task.outputs]) or "Is there anything else I can help you with?"]
 
 
 class TauAirlineEnv(ToolEnv):
