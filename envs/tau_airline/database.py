@@ -30,7 +30,8 @@ def new_engine() -> Any:
     return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
 
 
-def _rows(data: AirlineData) -> list[m.Base]:
+def document_rows(data: AirlineData) -> list[m.Base]:
+    """The domain's documents as ORM rows, in document order."""
     rows: list[m.Base] = []
     for u_pos, (user_id, user) in enumerate(data.users.items()):
         rows.append(m.User(user_id=user_id, position=u_pos, first_name=user["name"]["first_name"],
@@ -95,7 +96,7 @@ def template_image(data: AirlineData) -> bytes:
             engine = new_engine()
             m.Base.metadata.create_all(engine)
             by_table: dict[Any, list[dict[str, Any]]] = {}
-            for row in _rows(data):
+            for row in document_rows(data):
                 table = type(row).__table__
                 by_table.setdefault(table, []).append({c.key: getattr(row, c.key) for c in table.columns})
             with engine.begin() as conn:  # executemany per table: the ORM's unit of work is 10x slower
