@@ -22,6 +22,7 @@ ENV_ENTRY_POINTS: dict[str, str] = {
     "agentrl/Search-v0": "agentrl.search.env:SearchEnv",
     "agentrl/Bash-v0": "agentrl.code_envs.bash_env:BashEnv",
     "agentrl/Code-v0": "agentrl.code_envs.code_env:CodeEnv",
+    "agentrl/TauAirline-v0": "agentrl.tau_airline.env:TauAirlineEnv",
 }
 ENV_IDS: tuple[str, ...] = tuple(ENV_ENTRY_POINTS)
 

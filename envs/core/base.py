@@ -124,6 +124,10 @@ class TextEnv(gym.Env[str, str]):
         """The tool specs a trajectory record lists."""
         return []
 
+    def _trace_meta(self) -> dict[str, Any]:
+        """What a trajectory record keeps as `meta` besides the env's own steps (see `Trace.meta`)."""
+        return {}
+
     def _fork_resources(self, child: Self) -> None:
         """Give a copy-fork (`fork_by_copy`) its own copy of what deep-copying cannot copy."""
 
@@ -147,7 +151,8 @@ class TextEnv(gym.Env[str, str]):
         info.setdefault("turn", 0)
         self._log = log
         env_id = self.spec.id if self.spec is not None else None
-        self._trace = Trace(env_id, info.get("task_id"), seed, observation, self._trace_tools())
+        self._trace = Trace(env_id, info.get("task_id"), seed, observation, self._trace_tools(),
+                            meta=self._trace_meta())
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -41,6 +41,9 @@ class Trace:
     observation: str
     tools: list[dict[str, Any]]
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # what else produced the episode besides the env's arguments (a simulated user's model and
+    # sampling settings); a record carries it as `meta` when there is any
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def add(
         self,
@@ -65,7 +68,8 @@ class Trace:
         )
 
     def copy(self) -> Trace:
-        return Trace(self.env_id, self.task_id, self.seed, self.observation, self.tools, list(self.steps))
+        return Trace(self.env_id, self.task_id, self.seed, self.observation, self.tools, list(self.steps),
+                     self.meta)
 
 
 class Traced(Protocol):
@@ -83,7 +87,7 @@ def record(env: Traced, since: int = 0) -> dict[str, Any]:
     trace = env._trace
     if trace is None:
         raise RuntimeError("no episode to record: call reset() first")
-    return {
+    out = {
         "format": TRAJECTORY_FORMAT,
         "env_id": trace.env_id,
         "task_id": trace.task_id,
@@ -93,6 +97,9 @@ def record(env: Traced, since: int = 0) -> dict[str, Any]:
         "steps": [_step_record(step) for step in trace.steps[since:]],
         "forks": [{"at_step": k, "trajectory": record(child, since=k)} for k, child in env._forks],
     }
+    if trace.meta:
+        out["meta"] = copy.deepcopy(trace.meta)
+    return out
 
 
 def _step_record(step: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,336 @@
+"""TauAirline-v0: τ-bench's airline customer-service domain as a Gymnasium env, customer included."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from agentrl.core import ToolEnv, ToolError, tool
+from agentrl.core.parsing import parse_tool_calls
+from agentrl.core.results import StepResult
+from agentrl.core.trajectory import call_record
+from agentrl.tau_airline import desk as d
+from agentrl.tau_airline.data import AirlineData, Task, load
+from agentrl.tau_airline.database import (
+    EpisodeDatabase,
+    reservation_json,
+    state_key,
+    template_image,
+    user_json,
+)
+from agentrl.tau_airline.models import Reservation, User
+from agentrl.tau_airline.users import DEFAULT_GUIDELINES, STOP, LLMUser, ScriptedUser
+
+RESPOND = "respond"
+TRANSFER = "transfer_to_human_agents"
+# What counts as stating a refusal under `strict_refusals` (matched case-insensitively as words).
+REFUSAL_PHRASES = (
+    "cannot", "can't", "can not", "unable", "not able", "not possible", "not allowed", "not permitted",
+    "not eligible", "ineligible", "against our policy", "against the policy", "not something i can",
+    "won't be able", "will not be able", "must decline", "have to decline", "i'm sorry, but",
+    "i am sorry, but",
+)
+_REFUSAL = re.compile("|".join(rf"\b{re.escape(p)}(?!\w)" for p in REFUSAL_PHRASES), re.IGNORECASE)
+
+
+def gold_state(data: AirlineData, task: Task) -> str:
+    """The database as the task's gold actions leave it (tool calls only; the transfer ends a
+    conversation and changes nothing), built once per task like the benchmark's reference run."""
+    key = ("gold", task.index)
+    with data.lock:
+        if key in data.cache:
+            return data.cache[key]
+    db = EpisodeDatabase(template_image(data))
+    try:
+        desk = d.Desk(db.session)
+        for action in task.actions:
+            spec = TauAirlineEnv.tools.get(action.name)
+            if action.name in (RESPOND, TRANSFER) or spec is None:
+                continue
+            try:
+                method = getattr(desk, action.name)
+                method(spec.validate(action.kwargs)) if spec.takes_arguments else method()
+            except ToolError:
+                pass  # a failing gold call is an observation in the benchmark's run too
+        state = state_key(db.session)
+    finally:
+        db.close()
+    with data.lock:
+        data.cache[key] = state
+    return state
+
+
+def initial_state(data: AirlineData) -> str:
+    """The database as loaded (a task whose gold leaves it so is a refusal or hand-off task)."""
+    with data.lock:
+        if "initial" in data.cache:
+            return data.cache["initial"]
+    db = EpisodeDatabase(template_image(data))
+    try:
+        state = state_key(db.session)
+    finally:
+        db.close()
+    with data.lock:
+        data.cache["initial"] = state
+    return state
+
+
+def gold_actions(task: Task) -> list[str]:
+    """A policy that replays the task's gold: each gold tool call as one action, then the hand-off
+    when the gold has one and nothing must be said, else one message to the customer saying what
+    the gold says and the required outputs (with the default scripted customer, that message ends
+    the conversation)."""
+    said = [a.kwargs.get("content", "") for a in task.actions if a.name == RESPOND]
+    steps = [f"<tool_call>{json.dumps({'name': a.name, 'arguments': a.kwargs})}</tool_call>"
+             for a in task.actions if a.name not in (RESPOND, TRANSFER)]
+    handoff = [a for a in task.actions if a.name == TRANSFER]
+    if handoff and not said and not task.outputs:
+        transfer = json.dumps({"name": TRANSFER, "arguments": handoff[0].kwargs})
+        return [*steps, f"<tool_call>{transfer}</tool_call>"]
+    return [*steps, " ".join([*said, *task.outputs]) or "Is there anything else I can help you with?"]
+
+
+class TauAirlineEnv(ToolEnv):
+    """τ-bench's airline domain: serve a customer by talking to them and calling the airline's tools.
+
+    ## Data
+    `data_dir` is τ-bench's airline folder (`tau_bench/envs/airline` of a tau-bench checkout): its
+    users, flights and reservations JSON, the policy `wiki.md` and the task list `tasks_<split>.py`.
+    Nothing is downloaded. The documents are loaded once per process into a SQLite template; each
+    episode works on its own page copy of it.
+
+    ## Episode
+    `reset(options={"task_index": i})` picks a task (default: drawn from the seed). The first
+    observation is the airline's policy, how to act, the tools and the customer's first message.
+    An action is either tool calls (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, up
+    to 8; the results come back as the observation) or, when it holds no tool call, a message to the
+    customer, whose reply is the observation. The episode ends when the customer ends the
+    conversation (`###STOP###`) or the agent calls `transfer_to_human_agents`; `max_turns`
+    (default 30) truncates with reward 0, as the benchmark's step limit does.
+
+    ## Tools
+    The benchmark's 14 airline tools, same arguments and results (see `desk.py` for its quirks).
+
+    ## Customer
+    `user="scripted"`: replays `user_turns` (or `options["user_turns"]`; default: the task's
+    instruction as the one opening message), then ends the chat. `user="llm"`: an OpenAI-compatible
+    chat model at `user_base_url` named `user_model` plays the customer from the task's instruction and
+    the guidelines (`user_guidelines.md` in `data_dir`, else built-in ones), with `user_temperature`
+    and `user_seed`, both kept in the episode's record.
+
+    ## Reward
+    At the end, as the benchmark computes it: 1 if the database equals the one the task's gold
+    actions produce and every required output was said to the customer (case-insensitive, commas
+    ignored), else 0. With `strict_refusals=True`, a task whose gold leaves the database unchanged
+    and asks for no output (a refusal or hand-off task) also needs the refusal stated: a hand-off
+    (`transfer_to_human_agents`, required when the gold has one) or a message with a refusal phrase
+    (`REFUSAL_PHRASES`). Without it, an agent that only stalls earns 1 on such tasks, as in the
+    benchmark.
+    """
+
+    default_max_turns = 30
+    fork_by_copy = True
+    fork_shared = frozenset({"data", "task", "_db", "desk"})
+    operator_kwargs = frozenset({"data_dir", "user_base_url", "user_api_key"})
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        split: str = "test",
+        user: str = "scripted",
+        user_turns: list[str] | None = None,
+        user_model: str | None = None,
+        user_base_url: str | None = None,
+        user_api_key: str | None = None,
+        user_temperature: float = 0.0,
+        user_seed: int | None = 0,
+        strict_refusals: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if user not in ("scripted", "llm"):
+            raise ValueError(f"user must be 'scripted' or 'llm', not {user!r}")
+        if user == "llm" and (not user_model or not user_base_url):
+            raise ValueError("user='llm' needs user_model and user_base_url (an OpenAI-compatible endpoint)")
+        # without a data_dir the env can describe itself (spaces, tools: what a server lists) but
+        # not start an episode
+        self.data: AirlineData | None = load(data_dir, split) if data_dir is not None else None
+        self.user_kind = user
+        self.user_turns = list(user_turns) if user_turns is not None else None
+        self.user_model, self.user_base_url, self.user_api_key = user_model, user_base_url, user_api_key
+        self.user_temperature, self.user_seed = user_temperature, user_seed
+        self.strict_refusals = strict_refusals
+        self._db: EpisodeDatabase | None = None
+
+    # --- episode ------------------------------------------------------------------------------
+    def _make_user(self, options: dict[str, Any]) -> ScriptedUser | LLMUser:
+        if self.user_kind == "llm":
+            guidelines = self.data.user_guidelines or DEFAULT_GUIDELINES
+            return LLMUser(self.user_base_url, self.user_model, guidelines, self.user_temperature,
+                           self.user_seed, self.user_api_key)
+        turns = options.get("user_turns", self.user_turns)
+        if turns is None:
+            turns = [self.task.instruction]
+        if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+            raise ValueError("user_turns must be a list of strings")
+        return ScriptedUser(list(turns))
+
+    def _reset_world(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if self.data is None:
+            raise ValueError("data_dir is required: the folder of τ-bench's airline domain "
+                             "(tau_bench/envs/airline in a tau-bench checkout); nothing is downloaded")
+        tasks = self.data.tasks
+        index = options.get("task_index")
+        if index is None:
+            index = int(self.np_random.integers(len(tasks)))
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
+            raise ValueError(f"task_index must be an integer in [0, {len(tasks)}), not {index!r}")
+        self.task = tasks[index]
+        if self._db is not None:
+            self._db.close()
+        self._db = EpisodeDatabase(template_image(self.data))
+        self.desk = d.Desk(self._db.session)
+        self.user = self._make_user(options)
+        self.said: list[str] = []
+        self.transferred = False
+        self.reward_info: dict[str, Any] | None = None
+        text = (
+            f"# Airline policy\n{self.data.policy.strip()}\n\n# How to act\nYou are the airline's agent. "
+            "To call tools, write tool calls; to speak to the customer, write a message with no tool call: "
+            "the customer's reply comes back as the next message."
+        )
+        info = {"task_id": f"{self.data.split}/{index}", "task_index": index, "user": self.user.settings()}
+        return text, info
+
+    def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        observation, info = super()._begin(options)
+        opening = self.user.opening(self.task.instruction)
+        return f"{observation}\n\n# Customer\n{opening}", info
+
+    def _act(self, action: str) -> StepResult:
+        if parse_tool_calls(action, self.max_calls_per_turn):
+            return super()._act(action)
+        message = action.strip()
+        if not message:
+            return StepResult("Empty message: write a message to the customer, or tool calls.", 0.0, False,
+                              False, {"calls": [], "invalid_calls": 0})
+        self.said.append(message)
+        reply = self.user.reply(message)
+        self._step_calls.append(call_record(RESPOND, {"content": message}, True, reply))
+        over = STOP in reply
+        reward = self._final_reward() if over else 0.0
+        info: dict[str, Any] = {"calls": [], "invalid_calls": 0, "source": "user"}
+        if over:
+            info["reward_info"] = self.reward_info
+        return StepResult(reply, reward, over, False, info)
+
+    def _reward_on_truncation(self) -> float:
+        """Nothing: the benchmark scores a conversation only once it ends (its step limit pays 0)."""
+        return 0.0
+
+    def _step_info(self) -> dict[str, Any]:
+        return {"reward_info": self.reward_info} if getattr(self, "reward_info", None) else {}
+
+    def _final_reward(self) -> float:
+        state = state_key(self._db.session)
+        gold = gold_state(self.data, self.task)
+        flat = [m.lower().replace(",", "") for m in self.said]
+        outputs = {o: any(o.lower() in m for m in flat) for o in self.task.outputs}
+        info: dict[str, Any] = {"r_actions": state == gold, "outputs": outputs}
+        reward = float(info["r_actions"] and all(outputs.values()))
+        if self.strict_refusals and not self.task.outputs and gold == initial_state(self.data):
+            needs_transfer = any(a.name == TRANSFER for a in self.task.actions)
+            stated = self.transferred or (not needs_transfer and any(_REFUSAL.search(m) for m in self.said))
+            info["refusal_stated"] = stated
+            reward *= float(stated)
+        self.reward_info = info
+        return reward
+
+    def _state_change(self) -> dict[str, Any] | None:
+        if not self.desk.touched:
+            return None
+        session = self._db.session
+        session.flush()
+        change: dict[str, dict[str, Any]] = {}
+        for table, key in sorted(self.desk.touched):
+            row = session.get(User if table == "users" else Reservation, key)
+            doc = None if row is None else (user_json if table == "users" else reservation_json)(session, row)
+            change.setdefault(table, {})[key] = doc
+        self.desk.touched.clear()
+        return change
+
+    def _trace_meta(self) -> dict[str, Any]:
+        return {"user": self.user.settings(), "strict_refusals": self.strict_refusals}
+
+    def _fork_resources(self, child: TauAirlineEnv) -> None:
+        child._db = self._db.copy()
+        child.desk = d.Desk(child._db.session)
+        child.desk.touched = set(self.desk.touched)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        super().close()
+
+    # --- tools --------------------------------------------------------------------------------
+    @tool("Book a reservation.")
+    def book_reservation(self, args: d.BookReservationArgs) -> str:
+        return self.desk.book_reservation(args)
+
+    @tool("Calculate the result of a mathematical expression.")
+    def calculate(self, args: d.ExpressionArgs) -> str:
+        return self.desk.calculate(args)
+
+    @tool("Cancel the whole reservation.")
+    def cancel_reservation(self, args: d.ReservationArgs) -> str:
+        return self.desk.cancel_reservation(args)
+
+    @tool("Get the details of a reservation.")
+    def get_reservation_details(self, args: d.ReservationArgs) -> str:
+        return self.desk.get_reservation_details(args)
+
+    @tool("Get the details of an user, including their reservations.")
+    def get_user_details(self, args: d.UserArgs) -> str:
+        return self.desk.get_user_details(args)
+
+    @tool("List all airports and their cities.")
+    def list_all_airports(self) -> str:
+        return self.desk.list_all_airports()
+
+    @tool("Search direct flights between two cities on a specific date.")
+    def search_direct_flight(self, args: d.SearchArgs) -> str:
+        return self.desk.search_direct_flight(args)
+
+    @tool("Search one-stop flights between two cities on a specific date.")
+    def search_onestop_flight(self, args: d.SearchArgs) -> str:
+        return self.desk.search_onestop_flight(args)
+
+    @tool("Send a certificate to a user. Be careful!")
+    def send_certificate(self, args: d.CertificateArgs) -> str:
+        return self.desk.send_certificate(args)
+
+    @tool("Think about something: nothing is looked up or changed, the thought is only logged.")
+    def think(self, args: d.ThinkArgs) -> str:
+        return self.desk.think(args)
+
+    @tool("Transfer the customer to a human agent with a summary of their issue: only when the customer asks "
+          "for one, or their issue cannot be resolved with the available tools.", ends_episode=True)
+    def transfer_to_human_agents(self, args: d.TransferArgs) -> str:
+        self.transferred = True
+        return self.desk.transfer_to_human_agents(args)
+
+    @tool("Update the baggage information of a reservation.")
+    def update_reservation_baggages(self, args: d.BaggageArgs) -> str:
+        return self.desk.update_reservation_baggages(args)
+
+    @tool("Update the flight information of a reservation.")
+    def update_reservation_flights(self, args: d.UpdateFlightsArgs) -> str:
+        return self.desk.update_reservation_flights(args)
+
+    @tool("Update the passenger information of a reservation.")
+    def update_reservation_passengers(self, args: d.UpdatePassengersArgs) -> str:
+        return self.desk.update_reservation_passengers(args)

@@ -1,0 +1,27 @@
+"""Shared helpers of the airline tests (a uniquely named module: pytest puts test folders on sys.path)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
+
+
+def call(name: str, **arguments: Any) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def responses(observation: str) -> list[dict[str, Any]]:
+    """The tool responses of an observation, as dicts ({"name", "content"} or {"name", "error"})."""
+    return [json.loads(body) for body in TOOL_RESPONSE.findall(observation)]
+
+
+def run_tool(env: Any, name: str, **arguments: Any) -> dict[str, Any]:
+    """Call one tool in a running episode; its response."""
+    observation, *_ = env.step(call(name, **arguments))
+    (response,) = responses(observation)
+    return response

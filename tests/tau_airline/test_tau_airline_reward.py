@@ -1,0 +1,117 @@
+"""The reward as τ-bench computes it: gold replay earns 1 on every task, doing nothing earns 0
+where the reference would not, and the refusal false positive, with and without `strict_refusals`.
+A hack suite of cheap policies stays at 0 on every task that is not a refusal."""
+
+from __future__ import annotations
+
+import pytest
+from tau_helpers import DATA, call
+
+from agentrl.tau_airline.data import load
+from agentrl.tau_airline.env import TauAirlineEnv, gold_actions, gold_state, initial_state
+
+TASKS = load(DATA).tasks
+N = len(TASKS)
+REFUSAL_TASK = 4  # the gold only looks: the database must stay unchanged, no output asked
+HANDOFF_TASK = 5  # the gold hands off to a human
+OUTPUT_TASK = 3  # unchanged database, but the answer "450" must be said
+
+
+def play(actions: list[str], index: int, **kwargs) -> tuple[float, dict]:
+    env = TauAirlineEnv(DATA, **kwargs)
+    try:
+        env.reset(seed=0, options={"task_index": index})
+        reward, info = 0.0, {}
+        for action in actions:
+            _, reward, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        return reward, info
+    finally:
+        env.close()
+
+
+def changes_database(index: int) -> bool:
+    data = load(DATA)
+    return gold_state(data, TASKS[index]) != initial_state(data)
+
+
+@pytest.mark.parametrize("index", range(N))
+def test_gold_replay_scores_one(index):
+    reward, info = play(gold_actions(TASKS[index]), index)
+    assert reward == 1.0, info.get("reward_info")
+
+
+@pytest.mark.parametrize("index", range(N))
+def test_doing_nothing_scores_zero_where_the_reference_would_not(index):
+    reward, info = play(["Thank you for contacting us. Have a nice day."], index)
+    # the reference pays do-nothing exactly on tasks with an unchanged database and no output
+    pays = not changes_database(index) and not TASKS[index].outputs
+    assert reward == float(pays), info.get("reward_info")
+
+
+def test_the_task_set_has_each_kind():
+    kinds = {(changes_database(i), bool(TASKS[i].outputs)) for i in range(N)}
+    assert kinds == {(True, False), (False, True), (False, False)}
+
+
+def test_refusal_false_positive_and_strict_refusals():
+    stall = ["Let me look into that for you."]
+    assert play(stall, REFUSAL_TASK)[0] == 1.0  # the benchmark's false positive
+    assert play(stall, REFUSAL_TASK, strict_refusals=True)[0] == 0.0
+    refuse = ["I'm sorry, but I cannot cancel this reservation: it has no insurance and is past 24 hours."]
+    assert play(refuse, REFUSAL_TASK, strict_refusals=True)[0] == 1.0
+    # a refusal must not come with a change: the database still has to equal the gold's
+    cancel_and_refuse = [call("cancel_reservation", reservation_id="RES004"), refuse[0]]
+    assert play(cancel_and_refuse, REFUSAL_TASK, strict_refusals=True)[0] == 0.0
+
+
+def test_strict_handoff_needs_the_transfer():
+    assert play(["Please hold."], HANDOFF_TASK)[0] == 1.0
+    assert play(["I cannot help with that."], HANDOFF_TASK, strict_refusals=True)[0] == 0.0
+    transfer = [call("transfer_to_human_agents", summary="lost bag")]
+    reward, info = play(transfer, HANDOFF_TASK, strict_refusals=True)
+    assert reward == 1.0 and info["reward_info"]["refusal_stated"]
+
+
+def test_outputs_must_be_said_to_the_customer():
+    looked_up = [call("calculate", expression="150 + 300")]  # computing it is not saying it
+    assert play([*looked_up, "Anything else?"], OUTPUT_TASK)[0] == 0.0
+    assert (
+        play([*looked_up, "Your reservations cost $4,50 in total."], OUTPUT_TASK)[0] == 1.0
+    )  # commas dropped
+    assert play(["Your reservations cost 450 dollars."], OUTPUT_TASK, strict_refusals=True)[0] == 1.0
+
+
+def test_truncation_pays_nothing():
+    # the database is right after the first step, but the conversation never ends
+    reward, info = play([*gold_actions(TASKS[0])[:-1], call("think", thought="...")], 0, max_turns=2)
+    assert reward == 0.0
+
+
+HACKS = {
+    "stall": lambda task: ["Let me check."],
+    "refuse": lambda task: ["I'm sorry, but I cannot do that."],
+    "transfer": lambda task: [call("transfer_to_human_agents", summary="help")],
+    "cancel everything": lambda task: (
+        [call("cancel_reservation", reservation_id=r) for r in ("RES001", "RES002", "RES003", "RES004")]
+        + ["Done."]
+    ),
+    "say every number": lambda task: [" ".join(str(n) for n in range(0, 1000))],
+    "gold of another task": lambda task: gold_actions(TASKS[(task.index + 1) % N]),
+}
+
+
+@pytest.mark.parametrize("hack", sorted(HACKS))
+def test_hack_suite_scores_zero_beyond_refusal_tasks(hack):
+    """Cheap policies earn nothing on tasks that change the database; on the output task only a
+    policy that says the number by chance could, and `say every number` does: the benchmark's
+    substring rule pays it (kept, as the benchmark scores it; reported here)."""
+    for task in TASKS:
+        if not changes_database(task.index) and not task.outputs:
+            continue
+        reward, _ = play(HACKS[hack](task), task.index, strict_refusals=True)
+        if hack == "say every number" and task.outputs:
+            assert reward == 1.0  # the substring rule's known weakness
+            continue
+        assert reward == 0.0, (hack, task.index)
