@@ -11,6 +11,7 @@ reading `info`, replaying train answers on test, routing by city, paying with a 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,8 @@ from agentrl.flights.oracle import (
     parse_request,
     request_text,
 )
-from agentrl.flights.tasks import FAMILIES, LEVELS
+from agentrl.flights.task_ids import keyed_id
+from agentrl.flights.tasks import FAMILIES, LEVELS, TASKS
 
 TEST_BASE, TRAIN_BASE = 90_000, 0
 PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn"}
@@ -135,6 +137,206 @@ class OtherCard(_Greedy):
 
     def _payment_method(self) -> str:
         return self.card
+
+
+class Blind(_Greedy):
+    """Constraint-blind: any flight of the exact route with seats for the party, whatever the window,
+    budget, seat type or "earliest" (and, for a change, whether it departs earlier), ranked by
+    `choose`: the cheapest, or the earliest. At the coarse level: the macro under those loose terms."""
+
+    LOOSE = {"depart_after": "00:00", "depart_before": "23:59", "max_price": None, "seat_position": None}
+
+    def __init__(self, choose: str) -> None:
+        self.choose = choose
+
+    def _start(self, observation: str) -> None:
+        super()._start(observation)
+        self.request.update(self.LOOSE, choose=self.choose)
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        r, own = self.request, self.booking and self.booking["flight"]["flight_id"]
+        keep = [
+            x
+            for x in results
+            if self._on_route(x)
+            and x["flight_id"] != own
+            and x["fares"][r["cabin"]]["seats_left"] >= len(r["passengers"])
+        ]
+        if self.choose == "earliest":
+            return sorted(keep, key=lambda x: x["departs"])
+        return sorted(keep, key=lambda x: (x["fares"][r["cabin"]]["price"], x["departs"]))
+
+    def _macro(self) -> str:
+        r = self.request
+        if r["action"] == "change":  # any other flight of the route, earlier or not
+            return call("change_to_best", pnr=r["pnr"], choose=self.choose)
+        return super()._macro()
+
+
+class FirstResult(Blind):
+    """Act on the first flight the search lists, whatever its airports, time or price; at the coarse
+    level the macro aimed at that flight (its airports, its departure time)."""
+
+    def __init__(self) -> None:
+        super().__init__("cheapest")
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return results[:1]
+
+    def _macro(self) -> str:
+        if (searching := self._choose()) is not None:
+            return searching
+        aimed = self.chosen
+        self.request.update(depart_after=aimed["departs"], depart_before=aimed["departs"])
+        if self.request["action"] == "change":
+            return call(
+                "change_to_best",
+                pnr=self.request["pnr"],
+                depart_after=aimed["departs"],
+                depart_before=aimed["departs"],
+            )
+        return OraclePolicy._macro(self)
+
+    def _macro_route(self) -> tuple[str, str]:
+        return self.chosen["origin"], self.chosen["destination"]
+
+
+class BareMacro(_Greedy):
+    """The coarse macros with their required arguments only: the defaults choose (economy, the
+    cheapest, or for a change the earliest, any time, no budget or seat type)."""
+
+    def _macro(self) -> str:
+        r = self.request
+        if r["action"] == "change":
+            return call("change_to_best", pnr=r["pnr"])
+        where = {"origin": r["origin"], "destination": r["destination"], "date": r["date"]}
+        if r["action"] == "cancel_and_book":
+            return call("rebook", pnr=r["pnr"], payment_method_id=r["payment_method_id"], **where)
+        return call(
+            "book_best", passenger_ids=r["passengers"], payment_method_id=r["payment_method_id"], **where
+        )
+
+
+NOBODYS_CARD = "pm_card_0"
+
+
+class FareMoveReader(_Greedy):
+    """Search, provoke the fare notice with a write bound to fail (a payment method of nobody), search
+    again and act on the flight whose listed fare moved (none moved: finish "done")."""
+
+    def _start(self, observation: str) -> None:
+        super()._start(observation)
+        self.request["seat_position"] = None
+        self.seen: dict[int, int] | None = None
+        self.provoked = False
+        self.moved: list[int] = []
+
+    def _absorb(self, name: str | None, content: Any) -> None:
+        if name == "search_flights":
+            cabin = self.request["cabin"]
+            prices = {x["flight_id"]: x["fares"][cabin]["price"] for x in content["results"]}
+            if self.seen is None:
+                self.seen = prices
+            else:
+                self.moved = [f for f, price in prices.items() if price != self.seen.get(f, price)]
+        super()._absorb(name, content)
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [x for x in results if x["flight_id"] in self.moved]
+
+    def _recover(self, error: str) -> str:
+        if "busy" in error:
+            return self.last_action
+        self.results, self.chosen = None, None  # the provoked failure: look again
+        return self._next()
+
+    def _next(self) -> str:
+        r = self.request
+        if self.acted:
+            return call("finish", outcome="done", message="All done.")
+        if r["pnr"] and self.booking is None:
+            return call("get_booking", pnr=r["pnr"])
+        if self.results is None:
+            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
+        if not self.provoked:
+            self.provoked = True
+            return self._provoke()
+        if self.chosen is None:
+            return call("finish", outcome="done", message="All done.")
+        if self.granularity == "coarse":
+            aimed = self.chosen
+            if r["action"] == "change":
+                return call(
+                    "change_to_best",
+                    pnr=r["pnr"],
+                    depart_after=aimed["departs"],
+                    depart_before=aimed["departs"],
+                )
+            self.request.update(depart_after=aimed["departs"], depart_before=aimed["departs"], max_price=None)
+            self._macro_route = lambda: (aimed["origin"], aimed["destination"])  # type: ignore[method-assign]
+        return super()._next()
+
+    def _provoke(self) -> str:
+        r, first = self.request, self.results[0]["flight_id"] if self.results else 1
+        if self.granularity == "coarse":
+            if r["action"] == "change":
+                return call("change_to_best", pnr=r["pnr"])
+            where = {"origin": r["origin"], "destination": r["destination"], "date": r["date"]}
+            return call("book_best", passenger_ids=r["passengers"], payment_method_id=NOBODYS_CARD, **where)
+        if r["action"] == "change":
+            return call("change_booking", pnr=r["pnr"], new_flight_id=first)
+        return call(
+            "book_flight",
+            flight_id=first,
+            cabin=r["cabin"],
+            passenger_ids=r["passengers"],
+            payment_method_id=NOBODYS_CARD,
+        )
+
+
+class TaskIdInverter(OraclePolicy):
+    """Invert `info["task_id"]` by enumerating the public fields (family, level, seed over the seeds
+    it is told, days, moving fares) under the keys it can guess, rebuild the task with the public
+    builder and play its answer; finish "done" when nothing matches."""
+
+    def __init__(self, seeds: list[int] | range, key: bytes | None = None) -> None:
+        self.seeds, self.keys = seeds, [key] if key is not None else [b"", b"flights-v0"]
+
+    def _invert(self, info: dict[str, Any]) -> Any:
+        wanted, split = info["task_id"], info["split"]
+        for family in FAMILIES:
+            for level in LEVELS:
+                for seed in self.seeds:
+                    for fare_changes in (False, True):
+                        fields = (split, family, level, seed, 1, int(fare_changes))
+                        plain = "|".join(["flights-v0", *map(str, fields)])
+                        guesses = {hashlib.sha256(plain.encode()).hexdigest()[:20]}
+                        guesses |= {keyed_id(k, *fields) for k in self.keys}
+                        if wanted in guesses:
+                            return TASKS.get(split, seed, 1, family, level, fare_changes)
+        return None
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        if "# Customer request" in observation:
+            found = self._invert(info)
+            self.task = found and found[1]
+            self.world = found and found[0]
+        if self.task is None:
+            return call("finish", outcome="done", message="Done.")
+        if self.task.outcome != "done":
+            return call("finish", outcome=self.task.outcome, message="Sorry.")
+        return super().__call__(observation, info)
+
+    def _refusal(self) -> str | None:
+        return None
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [x for x in results if x["flight_id"] == self.task.target]
+
+    def _macro(self) -> str:
+        departs = self.world.flights[self.task.target]["departs"]
+        self.request.update(depart_after=departs, depart_before=departs)
+        return super()._macro()
 
 
 class ProbeShaping:
@@ -299,8 +501,12 @@ def _stranger_card(env: Any) -> str:
     return next(pm["id"] for pm in env.world.rows["payment_methods"] if pm["passenger_id"] not in travelling)
 
 
-def hacks(n_train: int) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
-    """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env)."""
+def hacks(
+    n_train: int, seeds: list[int] | range = range(TEST_BASE, TEST_BASE + 40)
+) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
+    """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env).
+
+    `seeds` are the seeds the task-id inverter is told to enumerate (those it is played on)."""
     texts, routes = learn_from_train(n_train)
     return {
         "do-nothing (finish done at once)": ({}, lambda env: Finish("done")),
@@ -314,21 +520,28 @@ def hacks(n_train: int) -> dict[str, tuple[dict[str, Any], Callable[[Any], Polic
         "memorise train, play test": ({}, lambda env: Memorise(texts, routes)),
         "city-level routing": ({}, lambda env: CityLevel()),
         "other passenger's card": ({}, lambda env: OtherCard(_stranger_card(env))),
+        "constraint-blind cheapest": ({}, lambda env: Blind("cheapest")),
+        "constraint-blind earliest": ({}, lambda env: Blind("earliest")),
+        "first search result": ({}, lambda env: FirstResult()),
+        "fare-move reader": ({}, lambda env: FareMoveReader()),
+        "task-id inverter": ({}, lambda env: TaskIdInverter(seeds)),
         "random": ({"max_turns": 15}, lambda env: RandomPolicy(env.task.index)),
         "oracle": ({}, lambda env: OraclePolicy()),
     }
 
 
-def measure(n_seeds: int = 40, n_train: int = 40, split: str = "test") -> dict[str, Any]:
+def measure(
+    n_seeds: int = 40, n_train: int = 40, split: str = "test", stochastic: bool = False
+) -> dict[str, Any]:
     """Success rate of every hack per family on seeds base..base+n-1 of `split`, with base rates."""
     base = TEST_BASE if split == "test" else TRAIN_BASE
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
     rates: dict[str, dict[str, float]] = {f: {"infeasible": 0.0, "refused": 0.0} for f in FAMILIES}
     timings: dict[str, float] = {}
-    for name, (kwargs, make) in hacks(n_train).items():
+    for name, (kwargs, make) in hacks(n_train, range(base, base + n_seeds)).items():
         started = time.perf_counter()
-        env = gym.make("agentrl/Flights-v0", split=split, **kwargs).unwrapped
+        env = gym.make("agentrl/Flights-v0", split=split, stochastic=stochastic, **kwargs).unwrapped
         scores[name], policies[name] = {}, []
         for family in FAMILIES:
             if (name, family) in NOT_APPLICABLE:
