@@ -11,6 +11,7 @@ reading `info`, replaying train answers on test, routing by city, paying with a 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import time
 from collections.abc import Callable
@@ -68,7 +69,8 @@ def silent(observation: str, info: dict[str, Any]) -> str:
 
 
 class _Greedy(OraclePolicy):
-    """The oracle without the policy checks: it never refuses, claims done when stuck."""
+    """The oracle without the policy checks: it never refuses, claims done when stuck (after
+    retrying, as the oracle does, when the service is busy or the world moved)."""
 
     def _refusal(self) -> str | None:
         return None
@@ -77,6 +79,8 @@ class _Greedy(OraclePolicy):
         return call("finish", outcome="done", message="All done.")
 
     def _recover(self, error: str) -> str:
+        if any(word in error for word in ("busy", "fares", "taken", "left")):
+            return super()._recover(error)
         return call("finish", outcome="done", message="All done.")
 
 
@@ -283,8 +287,10 @@ class FareMoveReader(_Greedy):
                 return call("change_to_best", pnr=r["pnr"])
             where = {"origin": r["origin"], "destination": r["destination"], "date": r["date"]}
             return call("book_best", passenger_ids=r["passengers"], payment_method_id=NOBODYS_CARD, **where)
-        if r["action"] == "change":
-            return call("change_booking", pnr=r["pnr"], new_flight_id=first)
+        if r["action"] == "change":  # another flight of the booking's route: the route check passes
+            own = self.booking["flight"]["flight_id"]
+            others = [x["flight_id"] for x in self.results if self._on_route(x) and x["flight_id"] != own]
+            return call("change_booking", pnr=r["pnr"], new_flight_id=(others or [first])[0])
         return call(
             "book_flight",
             flight_id=first,
@@ -354,6 +360,13 @@ class ProbeShaping:
                 self.paid.append(int(self.pending))
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        error = last_response(observation)[2] if "# Customer request" not in observation else None
+        if error and "busy" in error:  # the moving world's busy service: the same call again
+            return self.last
+        self.last = self._act(observation)
+        return self.last
+
+    def _act(self, observation: str) -> str:
         if "# Customer request" in observation:
             self.request, self.paid, self.pending = parse_request(observation), [], None
             self.queue: list[str] | None = None
@@ -507,7 +520,7 @@ def hacks(
     """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env).
 
     `seeds` are the seeds the task-id inverter is told to enumerate (those it is played on)."""
-    texts, routes = learn_from_train(n_train)
+    learned = functools.cache(lambda: learn_from_train(n_train))  # only if the memoriser plays
     return {
         "do-nothing (finish done at once)": ({}, lambda env: Finish("done")),
         "never call a tool": ({"max_turns": 10}, lambda env: silent),
@@ -517,7 +530,7 @@ def hacks(
         "book everything that fits": ({}, lambda env: BookEverything()),
         "probe the shaping": ({"shaped_reward": True, "max_turns": 80}, lambda env: ProbeShaping()),
         "read the info": ({}, lambda env: ReadInfo()),
-        "memorise train, play test": ({}, lambda env: Memorise(texts, routes)),
+        "memorise train, play test": ({}, lambda env: Memorise(*learned())),
         "city-level routing": ({}, lambda env: CityLevel()),
         "other passenger's card": ({}, lambda env: OtherCard(_stranger_card(env))),
         "constraint-blind cheapest": ({}, lambda env: Blind("cheapest")),
@@ -531,15 +544,23 @@ def hacks(
 
 
 def measure(
-    n_seeds: int = 40, n_train: int = 40, split: str = "test", stochastic: bool = False
+    n_seeds: int = 40,
+    n_train: int = 40,
+    split: str = "test",
+    stochastic: bool = False,
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Success rate of every hack per family on seeds base..base+n-1 of `split`, with base rates."""
+    """Success rate of every hack (or those named in `only`) per family on seeds base..base+n-1 of
+    `split`, static or in the moving world, with base rates (from the oracle's episodes)."""
     base = TEST_BASE if split == "test" else TRAIN_BASE
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
     rates: dict[str, dict[str, float]] = {f: {"infeasible": 0.0, "refused": 0.0} for f in FAMILIES}
     timings: dict[str, float] = {}
-    for name, (kwargs, make) in hacks(n_train, range(base, base + n_seeds)).items():
+    table = hacks(n_train, range(base, base + n_seeds))
+    for name, (kwargs, make) in table.items():
+        if only is not None and name not in only | {"oracle"}:
+            continue
         started = time.perf_counter()
         env = gym.make("agentrl/Flights-v0", split=split, stochastic=stochastic, **kwargs).unwrapped
         scores[name], policies[name] = {}, []
