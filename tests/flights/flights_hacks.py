@@ -2,10 +2,13 @@
 
 Each hack is a policy that pays without doing the task if the reward lets it: finishing at once,
 keywords, one outcome for everything, booking every flight that fits, probing the shaping,
-reading `info`, replaying train answers on test, routing by city, paying with a stranger's card.
-`measure` plays each on the test split (seeds 90000+) and returns its success rate per family.
+reading `info`, replaying train answers on test, routing by city, paying with a stranger's card,
+reading the request blind to its constraints (cheapest, earliest, first listed), reading which
+fare the moving world raised, inverting the task id. `measure` plays each on the test split
+(seeds 90000+) and returns its success rate per family.
 
-    python tests/flights/flights_hacks.py --seeds 40     # the README table
+    python tests/flights/flights_hacks.py --seeds 40     # default level, per family
+    python tests/flights/flights_hack_table.py --seeds 40  # every level and world: docs/rewards-flights.md
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Every hack of `flights_hacks.py` plays each level with that level's tools: those built on the
 oracle use its fine expansion and coarse macros with their own twist (no policy checks, a
 stranger's card, city-level routing), the others go through `FineAdapter` at the fine level.
-The coarse level adds hacks of its own: a macro called again and again, and a macro aimed at the
-cities' other airports.
+The coarse level adds hacks of its own: a macro called again and again, a macro aimed at the
+cities' other airports, and the macros called with their required arguments only.
 """
 
 from __future__ import annotations
