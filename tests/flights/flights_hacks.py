@@ -153,8 +153,8 @@ class Blind(_Greedy):
 
     LOOSE = {"depart_after": "00:00", "depart_before": "23:59", "max_price": None, "seat_position": None}
 
-    def __init__(self, choose: str) -> None:
-        self.choose = choose
+    def __init__(self, choose: str, skip: int = 0) -> None:
+        self.choose, self.skip = choose, skip  # skip: pass over the first `skip` flights of the order
 
     def _start(self, observation: str) -> None:
         super()._start(observation)
@@ -170,11 +170,19 @@ class Blind(_Greedy):
             and x["fares"][r["cabin"]]["seats_left"] >= len(r["passengers"])
         ]
         if self.choose == "earliest":
-            return sorted(keep, key=lambda x: x["departs"])
-        return sorted(keep, key=lambda x: (x["fares"][r["cabin"]]["price"], x["departs"]))
+            return sorted(keep, key=lambda x: x["departs"])[self.skip :]
+        return sorted(keep, key=lambda x: (x["fares"][r["cabin"]]["price"], x["departs"]))[self.skip :]
 
     def _macro(self) -> str:
         r = self.request
+        if self.skip:  # aim the macro at the flight the order gives
+            if (searching := self._choose()) is not None:
+                return searching
+            departs = self.chosen["departs"]
+            if r["action"] == "change":
+                return call("change_to_best", pnr=r["pnr"], depart_after=departs, depart_before=departs)
+            self.request.update(depart_after=departs, depart_before=departs)
+            return super()._macro()
         if r["action"] == "change":  # any other flight of the route, earlier or not
             return call("change_to_best", pnr=r["pnr"], choose=self.choose)
         return super()._macro()
@@ -538,6 +546,8 @@ def hacks(
         "other passenger's card": ({}, lambda env: OtherCard(_stranger_card(env))),
         "constraint-blind cheapest": ({}, lambda env: Blind("cheapest")),
         "constraint-blind earliest": ({}, lambda env: Blind("earliest")),
+        "constraint-blind second cheapest": ({}, lambda env: Blind("cheapest", skip=1)),
+        "constraint-blind second earliest": ({}, lambda env: Blind("earliest", skip=1)),
         "first search result": ({}, lambda env: FirstResult()),
         "fare-move reader": ({}, lambda env: FareMoveReader()),
         "task-id inverter": ({}, lambda env: TaskIdInverter(seeds)),
