@@ -42,6 +42,7 @@ from agentrl.flights.schemas import (
     SearchArgs,
     SeatsArgs,
 )
+from agentrl.flights.task_ids import key_bytes
 from agentrl.flights.tasks import FAMILIES, LEVELS, SPLITS, TASKS, Task
 from agentrl.flights.text import policy_text
 from agentrl.flights.verify import verify
@@ -65,7 +66,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
 
     Reward is 1 only if `finish` declares the right outcome and the final database holds exactly
     the requested change (none when the request is infeasible or refused) and nothing else.
-    `info` carries the task's opaque `task_id`, its split and `progress` (subgoals every task
+    `info` carries the task's opaque `task_id` (a keyed hash: `task_id_key`, an operator's secret,
+    or a random key per process; see `task_ids.py`), its split and `progress` (subgoals every task
     shares); what the task is (family, outcome, answer) only with `privileged_info=True`.
     """
 
@@ -73,7 +75,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     max_calls_per_turn = 8
     task_fields: ClassVar[tuple[str, ...]] = ("family", "level", "split")
     # the answer key: a server takes it from its operator only (oracle analysis, SFT export)
-    operator_kwargs = frozenset({"privileged_info"})
+    # and the task-id key: a client that chose it could invert the ids (see `task_ids.py`)
+    operator_kwargs = frozenset({"privileged_info", "task_id_key"})
     granularity: ClassVar[str] = "default"
 
     def __new__(cls, *args: Any, granularity: str | None = None, **kwargs: Any) -> FlightsEnv:
@@ -99,6 +102,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         shaped_reward: bool = False,
         shaping: float = 0.1,
         privileged_info: bool = False,
+        task_id_key: str | None = None,
         max_turns: int | None = None,
         render_mode: str | None = None,
         granularity: str | None = None,  # read by __new__
@@ -116,6 +120,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.fare_changes = stochastic if fare_changes is None else fare_changes
         self.shaped_reward, self.shaping = shaped_reward, shaping
         self.privileged_info = privileged_info
+        self._task_id_key = key_bytes(task_id_key)
         self._open_database()
         self._reset_seed: int | None = None
         self.world: World | None = None
@@ -163,7 +168,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._outcome: str | None = None
         self._progress = dict.fromkeys(GOALS, False)
         self._paid_goals = 0
-        info: dict[str, Any] = {"task_id": self.task.task_id(self.days, self.fare_changes), "split": split}
+        task_id = self.task.task_id(self.days, self.fare_changes, self._task_id_key)
+        info: dict[str, Any] = {"task_id": task_id, "split": split}
         if self.privileged_info:
             info["task"] = {**self.task.privileged(), "world": list(self.world.key)}
         text = f"{policy_text(self.world.now)}\n\n# Customer request\n{self.task.text}"
@@ -207,11 +213,12 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             self._churn()
 
     def _churn(self) -> None:
-        """Sell a seat on the request's route and day, never the last of a cabin or seat type.
+        """Sell a seat on a flight the request's search lists (drawn uniformly: the answer and its
+        rivals alike), never the last of a cabin or seat type.
 
         Keeping those classes non-empty keeps every task's answer stable while the seat maps move.
         """
-        flights = self.world.route_flights(*self.task.route)
+        flights = self.world.city_flights(*self.task.route)
         if not flights:
             return
         flight_id = flights[int(self._rng.integers(len(flights)))]
@@ -227,6 +234,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.session.commit()
 
     def _maybe_change_fare(self) -> None:
+        """The first write meets the task's fare rise (on a flight drawn independently of the answer)
+        and fails, whatever flight it names; a new search shows the risen fare."""
         if self.task.fare_change and not self._fare_changed:
             flight_id, cabin, price = self.task.fare_change
             self._fare_changed = True
@@ -434,8 +443,12 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._release(booking.flight_id, booking.seat_no)
         self._conn.execute(
             MOVE,
-            {"at_pnr": booking.pnr, "new_flight": new.id, "new_seat": seat_no,
-             "new_fare": booking.fare_paid + cost.difference},
+            {
+                "at_pnr": booking.pnr,
+                "new_flight": new.id,
+                "new_seat": seat_no,
+                "new_fare": booking.fare_paid + cost.difference,
+            },
         )
         self._occupy(new.id, seat_no, booking.cabin, "booking", booking.pnr)
         charges = [("change_fee", cost.fee), ("fare_difference", cost.difference)]

@@ -6,12 +6,19 @@ planned first, at a fixed rate per block of 40 seeds, and the request's paramete
 from one outcome-independent distribution until the world gives that outcome, so the text never
 tells the outcome. Draws are also rejected unless the answer has real rivals: at least two
 flights of the exact route fit the request, and the answer differs from what a city-level or
-constraint-blind reading would pick.
+constraint-blind reading would pick. Every request, at every level, has constraints that decide:
+wherever there is an answer (done and refused requests), the exact route's cheapest and its
+earliest flight ignoring the window, budget, seat and "earliest" (what the coarse macros called
+with their required arguments only pick, too), and the first flight a search lists, are all
+wrong.
+
+In the moving world (`fare_changes`), the first write meets a fare rise on one of the flights the
+route's search lists, drawn uniformly, independent of the answer; the answer is settled on the
+risen fares.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -22,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from agentrl.flights.geography import SPLIT_NAMES
+from agentrl.flights.task_ids import keyed_id
 from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS, describe
 from agentrl.flights.world import CABINS, WORLDS, World, departure, hhmm, minutes
 
@@ -31,7 +39,8 @@ SPLITS = SPLIT_NAMES
 # per block of OUTCOME_BLOCK consecutive seeds of a family: this many infeasible, this many refused
 OUTCOME_BLOCK, N_INFEASIBLE, N_REFUSED = 40, 5, 4
 ATTEMPTS, MAX_VARIANTS = 400, 24
-STRICT_SHARE = 0.75  # of seat and budget tasks whose constraint-blind pick must be wrong
+STRICT_SHARE = 0.75  # of seat and budget tasks whose pick blind to their own constraint must be wrong
+WINDOW_HOURS = (13, 10, 7)  # width of the departure window per level
 
 
 @dataclass
@@ -61,10 +70,9 @@ class Task:
     target: int | None = None
     variant: int = 0  # of the seed's world (see `make_task`)
 
-    def task_id(self, days: int, fare_changes: bool) -> str:
-        """An opaque, stable name of this task: a hash that says nothing about it."""
-        key = f"flights-v0|{self.split}|{self.family}|{self.level}|{self.index}|{days}|{int(fare_changes)}"
-        return hashlib.sha256(key.encode()).hexdigest()[:20]
+    def task_id(self, days: int, fare_changes: bool, key: bytes) -> str:
+        """An opaque name of this task, stable under one key: a keyed hash (see `task_ids.py`)."""
+        return keyed_id(key, self.split, self.family, self.level, self.index, days, int(fare_changes))
 
     def privileged(self) -> dict[str, Any]:
         """Everything about the task, for operators (oracle analysis, SFT export, debugging)."""
@@ -123,10 +131,9 @@ class _Draw:
         return "economy" if self.level == 1 else self.choice(CABINS)
 
     def window(self, route: tuple[str, str, str]) -> tuple[str, str]:
-        """A window for levels 2-3, opening up to half its width before a flight of the city pair."""
-        if self.level == 1:
-            return "00:00", "23:59"
-        width = (10 if self.level == 2 else 7) * 60
+        """A departure window (narrower at higher levels), opening up to half its width before a
+        flight of the city pair."""
+        width = WINDOW_HOURS[self.level - 1] * 60
         flights = self.flights(*route, citywide=True)
         anchor = minutes(self.world.flights[self.choice(flights)]["departs"]) if flights else 12 * 60
         start = max(5 * 60, anchor - int(self.rng.integers(0, width // 10)) * 5)
@@ -175,11 +182,37 @@ class _Draw:
             raise _Retry  # a city-level reading must pick another flight
         return target
 
-    def bump(self, flight_id: int, cabin: str) -> tuple[int, str, int]:
-        """A fare rise applied on the first booking or change, so stale prices mislead."""
+    def bump(self, route: tuple[str, str, str], cabin: str) -> tuple[int, str, int] | None:
+        """A fare rise applied on the first booking or change, so stale prices mislead: on one of
+        the flights the route's search lists, drawn uniformly (the answer is settled after it)."""
+        listed = self.flights(*route, citywide=True)
+        if not listed:
+            return None
+        flight_id = listed[int(self.rng.integers(len(listed)))]
         new = int(round(self.price(flight_id, cabin) * (1.2 + 0.3 * self.rng.random()), -1))
         self.price_override[(flight_id, cabin)] = new
         return flight_id, cabin, new
+
+    def decide(
+        self, route: tuple[str, str, str], cabin: str, seats: int, target: int, exclude: int | None = None
+    ) -> None:
+        """`_Retry` unless the constraints decide: the route's cheapest and earliest flight that
+        could seat the party (whatever the window, budget, seat type or "earliest"), and the first
+        flight the search lists, are all another flight than the answer."""
+        listed = sorted(self.flights(*route, citywide=True), key=lambda f: self.world.flights[f]["number"])
+        bookable = [
+            f
+            for f in self.flights(*route)
+            if f != exclude and sum(self.world.free_counts[(f, cabin)].values()) >= seats
+        ]
+        flights = self.world.flights
+        blind = {
+            min(bookable, key=lambda f: (self.price(f, cabin), flights[f]["departs"])),
+            min(bookable, key=lambda f: flights[f]["departs"]),
+            listed[0],
+        }
+        if target in blind:
+            raise _Retry
 
     def match(self, natural: str) -> None:
         if natural != self.outcome:
@@ -258,17 +291,10 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
         c["seats"] = (2, draw.choice((2, 3)), 3)[level - 1]
         if refusal == "group_size":
             c["seats"] = MAX_PASSENGERS + draw.choice((1, 2))
+    change = draw.bump(route, cabin) if fare_changes else None
     target = draw.settle(route, c, choose, city_lure=True)
-    if target is not None and fare_changes:
-        change = draw.bump(target, cabin)
-        target = draw.settle(route, c, choose, city_lure=True)
-        if target is None:
-            raise _Retry
-    elif fare_changes:
-        on_route = draw.flights(*route) or draw.flights(*route, citywide=True)
-        change = draw.bump(draw.choice(on_route), cabin)
-    else:
-        change = None
+    if target is not None:
+        draw.decide(route, cabin, c.get("seats", 1), target)
     if target is not None and draw.strict:
         _distractor(draw, family, route, c, target)
     draw.match("refused" if refusal and target is not None else "infeasible" if target is None else "done")
@@ -365,20 +391,15 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     else:
         route = (old["origin"], old["destination"], old["date"])
         earliest = minutes(old["departs"]) - int(draw.rng.integers(3, 9)) * 60
-        after = "00:00" if level == 1 else hhmm(max(5 * 60, earliest))  # always stated
+        after = hhmm(max(5 * 60, earliest))  # at every level: "earliest" alone would not decide
         before = hhmm(minutes(old["departs"]) - 1)
         choose = "earliest"
         forbidden = None if rules["changeable"] else "non_changeable_fare"
     c = dict(cabin=cabin, after=after, before=before, position=position, exclude=old["id"])
+    change = draw.bump(route, cabin) if fare_changes else None
     target = draw.settle(route, c, choose, city_lure=True)
-    change = None
-    if fare_changes:
-        flight = target if target is not None else draw.choice(draw.flights(*route) or [old["id"]])
-        change = draw.bump(flight, cabin)
-        if target is not None:
-            target = draw.settle(route, c, choose, city_lure=True)
-            if target is None:
-                raise _Retry
+    if target is not None:
+        draw.decide(route, cabin, 1, target, exclude=old["id"])
     if forbidden:
         draw.match("refused" if target is not None else "forbidden and infeasible")
     else:

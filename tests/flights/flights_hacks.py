@@ -2,15 +2,20 @@
 
 Each hack is a policy that pays without doing the task if the reward lets it: finishing at once,
 keywords, one outcome for everything, booking every flight that fits, probing the shaping,
-reading `info`, replaying train answers on test, routing by city, paying with a stranger's card.
-`measure` plays each on the test split (seeds 90000+) and returns its success rate per family.
+reading `info`, replaying train answers on test, routing by city, paying with a stranger's card,
+reading the request blind to its constraints (cheapest, earliest, first listed), reading which
+fare the moving world raised, inverting the task id. `measure` plays each on the test split
+(seeds 90000+) and returns its success rate per family.
 
-    python tests/flights/flights_hacks.py --seeds 40     # the README table
+    python tests/flights/flights_hacks.py --seeds 40     # default level, per family
+    python tests/flights/flights_hack_table.py --seeds 40  # every level and world: docs/rewards-flights.md
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +32,8 @@ from agentrl.flights.oracle import (
     parse_request,
     request_text,
 )
-from agentrl.flights.tasks import FAMILIES, LEVELS
+from agentrl.flights.task_ids import keyed_id
+from agentrl.flights.tasks import FAMILIES, LEVELS, TASKS
 
 TEST_BASE, TRAIN_BASE = 90_000, 0
 PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn"}
@@ -66,7 +72,8 @@ def silent(observation: str, info: dict[str, Any]) -> str:
 
 
 class _Greedy(OraclePolicy):
-    """The oracle without the policy checks: it never refuses, claims done when stuck."""
+    """The oracle without the policy checks: it never refuses, claims done when stuck (after
+    retrying, as the oracle does, when the service is busy or the world moved)."""
 
     def _refusal(self) -> str | None:
         return None
@@ -75,6 +82,8 @@ class _Greedy(OraclePolicy):
         return call("finish", outcome="done", message="All done.")
 
     def _recover(self, error: str) -> str:
+        if any(word in error for word in ("busy", "fares", "taken", "left")):
+            return super()._recover(error)
         return call("finish", outcome="done", message="All done.")
 
 
@@ -137,6 +146,216 @@ class OtherCard(_Greedy):
         return self.card
 
 
+class Blind(_Greedy):
+    """Constraint-blind: any flight of the exact route with seats for the party, whatever the window,
+    budget, seat type or "earliest" (and, for a change, whether it departs earlier), ranked by
+    `choose`: the cheapest, or the earliest. At the coarse level: the macro under those loose terms."""
+
+    LOOSE = {"depart_after": "00:00", "depart_before": "23:59", "max_price": None, "seat_position": None}
+
+    def __init__(self, choose: str, skip: int = 0) -> None:
+        self.choose, self.skip = choose, skip  # skip: pass over the first `skip` flights of the order
+
+    def _start(self, observation: str) -> None:
+        super()._start(observation)
+        self.request.update(self.LOOSE, choose=self.choose)
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        r, own = self.request, self.booking and self.booking["flight"]["flight_id"]
+        keep = [
+            x
+            for x in results
+            if self._on_route(x)
+            and x["flight_id"] != own
+            and x["fares"][r["cabin"]]["seats_left"] >= len(r["passengers"])
+        ]
+        if self.choose == "earliest":
+            return sorted(keep, key=lambda x: x["departs"])[self.skip :]
+        return sorted(keep, key=lambda x: (x["fares"][r["cabin"]]["price"], x["departs"]))[self.skip :]
+
+    def _macro(self) -> str:
+        r = self.request
+        if self.skip:  # aim the macro at the flight the order gives
+            if (searching := self._choose()) is not None:
+                return searching
+            departs = self.chosen["departs"]
+            if r["action"] == "change":
+                return call("change_to_best", pnr=r["pnr"], depart_after=departs, depart_before=departs)
+            self.request.update(depart_after=departs, depart_before=departs)
+            return super()._macro()
+        if r["action"] == "change":  # any other flight of the route, earlier or not
+            return call("change_to_best", pnr=r["pnr"], choose=self.choose)
+        return super()._macro()
+
+
+class FirstResult(Blind):
+    """Act on the first flight the search lists, whatever its airports, time or price; at the coarse
+    level the macro aimed at that flight (its airports, its departure time)."""
+
+    def __init__(self) -> None:
+        super().__init__("cheapest")
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return results[:1]
+
+    def _macro(self) -> str:
+        if (searching := self._choose()) is not None:
+            return searching
+        aimed = self.chosen
+        self.request.update(depart_after=aimed["departs"], depart_before=aimed["departs"])
+        if self.request["action"] == "change":
+            return call(
+                "change_to_best",
+                pnr=self.request["pnr"],
+                depart_after=aimed["departs"],
+                depart_before=aimed["departs"],
+            )
+        return OraclePolicy._macro(self)
+
+    def _macro_route(self) -> tuple[str, str]:
+        return self.chosen["origin"], self.chosen["destination"]
+
+
+class BareMacro(_Greedy):
+    """The coarse macros with their required arguments only: the defaults choose (economy, the
+    cheapest, or for a change the earliest, any time, no budget or seat type)."""
+
+    def _macro(self) -> str:
+        r = self.request
+        if r["action"] == "change":
+            return call("change_to_best", pnr=r["pnr"])
+        where = {"origin": r["origin"], "destination": r["destination"], "date": r["date"]}
+        if r["action"] == "cancel_and_book":
+            return call("rebook", pnr=r["pnr"], payment_method_id=r["payment_method_id"], **where)
+        return call(
+            "book_best", passenger_ids=r["passengers"], payment_method_id=r["payment_method_id"], **where
+        )
+
+
+NOBODYS_CARD = "pm_card_0"
+
+
+class FareMoveReader(_Greedy):
+    """Search, provoke the fare notice with a write bound to fail (a payment method of nobody), search
+    again and act on the flight whose listed fare moved (none moved: finish "done")."""
+
+    def _start(self, observation: str) -> None:
+        super()._start(observation)
+        self.request["seat_position"] = None
+        self.seen: dict[int, int] | None = None
+        self.provoked = False
+        self.moved: list[int] = []
+
+    def _absorb(self, name: str | None, content: Any) -> None:
+        if name == "search_flights":
+            cabin = self.request["cabin"]
+            prices = {x["flight_id"]: x["fares"][cabin]["price"] for x in content["results"]}
+            if self.seen is None:
+                self.seen = prices
+            else:
+                self.moved = [f for f, price in prices.items() if price != self.seen.get(f, price)]
+        super()._absorb(name, content)
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [x for x in results if x["flight_id"] in self.moved]
+
+    def _recover(self, error: str) -> str:
+        if "busy" in error:
+            return self.last_action
+        self.results, self.chosen = None, None  # the provoked failure: look again
+        return self._next()
+
+    def _next(self) -> str:
+        r = self.request
+        if self.acted:
+            return call("finish", outcome="done", message="All done.")
+        if r["pnr"] and self.booking is None:
+            return call("get_booking", pnr=r["pnr"])
+        if self.results is None:
+            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
+        if not self.provoked:
+            self.provoked = True
+            return self._provoke()
+        if self.chosen is None:
+            return call("finish", outcome="done", message="All done.")
+        if self.granularity == "coarse":
+            aimed = self.chosen
+            if r["action"] == "change":
+                return call(
+                    "change_to_best",
+                    pnr=r["pnr"],
+                    depart_after=aimed["departs"],
+                    depart_before=aimed["departs"],
+                )
+            self.request.update(depart_after=aimed["departs"], depart_before=aimed["departs"], max_price=None)
+            self._macro_route = lambda: (aimed["origin"], aimed["destination"])  # type: ignore[method-assign]
+        return super()._next()
+
+    def _provoke(self) -> str:
+        r, first = self.request, self.results[0]["flight_id"] if self.results else 1
+        if self.granularity == "coarse":
+            if r["action"] == "change":
+                return call("change_to_best", pnr=r["pnr"])
+            where = {"origin": r["origin"], "destination": r["destination"], "date": r["date"]}
+            return call("book_best", passenger_ids=r["passengers"], payment_method_id=NOBODYS_CARD, **where)
+        if r["action"] == "change":  # another flight of the booking's route: the route check passes
+            own = self.booking["flight"]["flight_id"]
+            others = [x["flight_id"] for x in self.results if self._on_route(x) and x["flight_id"] != own]
+            return call("change_booking", pnr=r["pnr"], new_flight_id=(others or [first])[0])
+        return call(
+            "book_flight",
+            flight_id=first,
+            cabin=r["cabin"],
+            passenger_ids=r["passengers"],
+            payment_method_id=NOBODYS_CARD,
+        )
+
+
+class TaskIdInverter(OraclePolicy):
+    """Invert `info["task_id"]` by enumerating the public fields (family, level, seed over the seeds
+    it is told, days, moving fares) under the keys it can guess, rebuild the task with the public
+    builder and play its answer; finish "done" when nothing matches."""
+
+    def __init__(self, seeds: list[int] | range, key: bytes | None = None) -> None:
+        self.seeds, self.keys = seeds, [key] if key is not None else [b"", b"flights-v0"]
+
+    def _invert(self, info: dict[str, Any]) -> Any:
+        wanted, split = info["task_id"], info["split"]
+        for family in FAMILIES:
+            for level in LEVELS:
+                for seed in self.seeds:
+                    for fare_changes in (False, True):
+                        fields = (split, family, level, seed, 1, int(fare_changes))
+                        plain = "|".join(["flights-v0", *map(str, fields)])
+                        guesses = {hashlib.sha256(plain.encode()).hexdigest()[:20]}
+                        guesses |= {keyed_id(k, *fields) for k in self.keys}
+                        if wanted in guesses:
+                            return TASKS.get(split, seed, 1, family, level, fare_changes)
+        return None
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        if "# Customer request" in observation:
+            found = self._invert(info)
+            self.task = found and found[1]
+            self.world = found and found[0]
+        if self.task is None:
+            return call("finish", outcome="done", message="Done.")
+        if self.task.outcome != "done":
+            return call("finish", outcome=self.task.outcome, message="Sorry.")
+        return super().__call__(observation, info)
+
+    def _refusal(self) -> str | None:
+        return None
+
+    def _rank(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [x for x in results if x["flight_id"] == self.task.target]
+
+    def _macro(self) -> str:
+        departs = self.world.flights[self.task.target]["departs"]
+        self.request.update(depart_after=departs, depart_before=departs)
+        return super()._macro()
+
+
 class ProbeShaping:
     """With shaped reward on: search, then inspect every flight listed and book those whose probe paid."""
 
@@ -152,6 +371,13 @@ class ProbeShaping:
                 self.paid.append(int(self.pending))
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        error = last_response(observation)[2] if "# Customer request" not in observation else None
+        if error and "busy" in error:  # the moving world's busy service: the same call again
+            return self.last
+        self.last = self._act(observation)
+        return self.last
+
+    def _act(self, observation: str) -> str:
         if "# Customer request" in observation:
             self.request, self.paid, self.pending = parse_request(observation), [], None
             self.queue: list[str] | None = None
@@ -299,9 +525,13 @@ def _stranger_card(env: Any) -> str:
     return next(pm["id"] for pm in env.world.rows["payment_methods"] if pm["passenger_id"] not in travelling)
 
 
-def hacks(n_train: int) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
-    """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env)."""
-    texts, routes = learn_from_train(n_train)
+def hacks(
+    n_train: int, seeds: list[int] | range = range(TEST_BASE, TEST_BASE + 40)
+) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
+    """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env).
+
+    `seeds` are the seeds the task-id inverter is told to enumerate (those it is played on)."""
+    learned = functools.cache(lambda: learn_from_train(n_train))  # only if the memoriser plays
     return {
         "do-nothing (finish done at once)": ({}, lambda env: Finish("done")),
         "never call a tool": ({"max_turns": 10}, lambda env: silent),
@@ -311,24 +541,41 @@ def hacks(n_train: int) -> dict[str, tuple[dict[str, Any], Callable[[Any], Polic
         "book everything that fits": ({}, lambda env: BookEverything()),
         "probe the shaping": ({"shaped_reward": True, "max_turns": 80}, lambda env: ProbeShaping()),
         "read the info": ({}, lambda env: ReadInfo()),
-        "memorise train, play test": ({}, lambda env: Memorise(texts, routes)),
+        "memorise train, play test": ({}, lambda env: Memorise(*learned())),
         "city-level routing": ({}, lambda env: CityLevel()),
         "other passenger's card": ({}, lambda env: OtherCard(_stranger_card(env))),
+        "constraint-blind cheapest": ({}, lambda env: Blind("cheapest")),
+        "constraint-blind earliest": ({}, lambda env: Blind("earliest")),
+        "constraint-blind second cheapest": ({}, lambda env: Blind("cheapest", skip=1)),
+        "constraint-blind second earliest": ({}, lambda env: Blind("earliest", skip=1)),
+        "first search result": ({}, lambda env: FirstResult()),
+        "fare-move reader": ({}, lambda env: FareMoveReader()),
+        "task-id inverter": ({}, lambda env: TaskIdInverter(seeds)),
         "random": ({"max_turns": 15}, lambda env: RandomPolicy(env.task.index)),
         "oracle": ({}, lambda env: OraclePolicy()),
     }
 
 
-def measure(n_seeds: int = 40, n_train: int = 40, split: str = "test") -> dict[str, Any]:
-    """Success rate of every hack per family on seeds base..base+n-1 of `split`, with base rates."""
+def measure(
+    n_seeds: int = 40,
+    n_train: int = 40,
+    split: str = "test",
+    stochastic: bool = False,
+    only: set[str] | None = None,
+) -> dict[str, Any]:
+    """Success rate of every hack (or those named in `only`) per family on seeds base..base+n-1 of
+    `split`, static or in the moving world, with base rates (from the oracle's episodes)."""
     base = TEST_BASE if split == "test" else TRAIN_BASE
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
     rates: dict[str, dict[str, float]] = {f: {"infeasible": 0.0, "refused": 0.0} for f in FAMILIES}
     timings: dict[str, float] = {}
-    for name, (kwargs, make) in hacks(n_train).items():
+    table = hacks(n_train, range(base, base + n_seeds))
+    for name, (kwargs, make) in table.items():
+        if only is not None and name not in only | {"oracle"}:
+            continue
         started = time.perf_counter()
-        env = gym.make("agentrl/Flights-v0", split=split, **kwargs).unwrapped
+        env = gym.make("agentrl/Flights-v0", split=split, stochastic=stochastic, **kwargs).unwrapped
         scores[name], policies[name] = {}, []
         for family in FAMILIES:
             if (name, family) in NOT_APPLICABLE:

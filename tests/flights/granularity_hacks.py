@@ -3,8 +3,8 @@
 Every hack of `flights_hacks.py` plays each level with that level's tools: those built on the
 oracle use its fine expansion and coarse macros with their own twist (no policy checks, a
 stranger's card, city-level routing), the others go through `FineAdapter` at the fine level.
-The coarse level adds hacks of its own: a macro called again and again, and a macro aimed at the
-cities' other airports.
+The coarse level adds hacks of its own: a macro called again and again, a macro aimed at the
+cities' other airports, and the macros called with their required arguments only.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from flights_hacks import NOT_APPLICABLE, CityLevel, _Greedy, hacks, play
+from flights_hacks import NOT_APPLICABLE, BareMacro, CityLevel, _Greedy, hacks, play
 
 from agentrl.flights.fine_plan import FineAdapter
 from agentrl.flights.oracle import OraclePolicy, call
@@ -80,12 +80,15 @@ class MacroCityLevel(CityLevel):
         return self.chosen["origin"], self.chosen["destination"]
 
 
-def hacks_at(granularity: str, n_train: int) -> dict[str, tuple[dict[str, Any], Callable[[Any], Any]]]:
+def hacks_at(
+    granularity: str, n_train: int, seeds: list[int] | range = range(90_000, 90_040)
+) -> dict[str, tuple[dict[str, Any], Callable[[Any], Any]]]:
     """The hack table of `flights_hacks.hacks`, each hack playing `granularity`'s tools."""
-    table = dict(hacks(n_train))
+    table = dict(hacks(n_train, seeds))
     if granularity == "coarse":
         table["book everything that fits"] = ({}, lambda env: MacroBookAll())
         table["city-level routing"] = ({}, lambda env: MacroCityLevel())
+        table["macros with required arguments only"] = ({}, lambda env: BareMacro())
     if granularity == "fine":
         for name, (kwargs, make) in table.items():
             table[name] = (kwargs, _adapted(make))
@@ -101,23 +104,37 @@ def _adapted(make: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def measure_at(
-    granularity: str, seeds: dict[str, list[int]], n_train: int, split: str = "test"
+    granularity: str,
+    seeds: dict[str, list[int]],
+    n_train: int,
+    split: str = "test",
+    stochastic: bool = False,
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Success rate of every hack per family on the given seeds, at `granularity`."""
+    """Success rate of every hack (or those in `only`) per family on the given seeds, at
+    `granularity`, static or in the moving world; `episodes` has each (hack, family, level, success)."""
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
+    episodes: list[tuple[str, str, int, float]] = []
     skip = NOT_APPLICABLE_AT.get(granularity, NOT_APPLICABLE)
-    for name, (kwargs, make) in hacks_at(granularity, n_train).items():
-        env = gym.make("agentrl/Flights-v0", split=split, granularity=granularity, **kwargs).unwrapped
+    every_seed = sorted({s for family_seeds in seeds.values() for s in family_seeds})
+    for name, (kwargs, make) in hacks_at(granularity, n_train, every_seed).items():
+        if only is not None and name not in only:
+            continue
+        env = gym.make(
+            "agentrl/Flights-v0", split=split, granularity=granularity, stochastic=stochastic, **kwargs
+        ).unwrapped
         scores[name], policies[name] = {}, []
         for family in FAMILIES:
             if (name, family) in skip:
                 continue
             wins = []
             for seed in seeds[family]:
-                success, policy = play(env, make, seed, {"family": family, "level": LEVELS[seed % 3]})
+                level = LEVELS[seed % 3]
+                success, policy = play(env, make, seed, {"family": family, "level": level})
                 wins.append(success)
                 policies[name].append(policy)
+                episodes.append((name, family, level, success))
             scores[name][family] = sum(wins) / len(wins)
         env.close()
-    return {"scores": scores, "policies": policies}
+    return {"scores": scores, "policies": policies, "episodes": episodes}

@@ -25,7 +25,13 @@ HACKS_AT_ZERO = [
     "memorise train, play test",
     "city-level routing",
     "other passenger's card",
+    "constraint-blind cheapest",
+    "constraint-blind earliest",
+    "first search result",
+    "task-id inverter",
 ]
+# hacks whose bound is the base rates: what one outcome declared for every task scores
+AT_MOST_BASE_RATES = ["fare-move reader", *HACKS_AT_ZERO[-4:]]
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +47,42 @@ def test_hack_scores_about_zero(result, hack):
     row = result["scores"][hack]
     assert len(row) >= len(FAMILIES)  # every family that applies, and "all"
     assert {f: score for f, score in row.items() if score > 0.02} == {}
+
+
+@pytest.fixture(scope="module")
+def moving():
+    """The hacks the moving world could feed (fare rises, churn), played in it."""
+    measured = measure(N_SEEDS, n_train=0, stochastic=True, only=set(AT_MOST_BASE_RATES))
+    print("\nstochastic world\n" + markdown(measured, N_SEEDS))
+    return measured
+
+
+def assert_within_base_rates(measured):
+    """Per family at most the larger base rate (the infeasible one), overall at most the smaller."""
+    rates, scores = measured["rates"], measured["scores"]
+    for hack in AT_MOST_BASE_RATES:
+        for family in FAMILIES:
+            assert scores[hack][family] <= rates[family]["infeasible"], (hack, family)
+        smaller = min(rates[f][o] for f in FAMILIES for o in ("infeasible", "refused"))
+        assert scores[hack]["all"] <= smaller, hack
+
+
+@pytest.mark.slow
+def test_shortcuts_score_at_most_the_base_rates_static_and_moving(result, moving):
+    assert_within_base_rates(result)
+    assert_within_base_rates(moving)
+    assert moving["scores"]["oracle"] == dict.fromkeys([*FAMILIES, "all"], 1.0)
+    # the moving world's own shortcut: blind to the constraints it still pays nothing
+    for hack in HACKS_AT_ZERO[-4:]:
+        assert {f: s for f, s in moving["scores"][hack].items() if s > 0.02} == {}, hack
+
+
+@pytest.mark.slow
+def test_the_fare_move_reader_really_reads_moves(moving):
+    """It provokes the notice and finds the risen fare in every episode of the moving world."""
+    readers = moving["policies"]["fare-move reader"]
+    assert all(p.provoked for p in readers)
+    assert sum(bool(p.moved) for p in readers) >= 0.9 * len(readers)
 
 
 @pytest.mark.slow

@@ -64,7 +64,12 @@ HACKS_AT_ZERO = [
     "memorise train, play test",
     "city-level routing",
     "other passenger's card",
+    "constraint-blind cheapest",
+    "constraint-blind earliest",
+    "first search result",
+    "task-id inverter",
 ]
+SHORTCUTS = [*HACKS_AT_ZERO[-4:], "fare-move reader"]
 
 
 def act(env, name, **arguments):
@@ -321,7 +326,8 @@ def hacked(request):
 def test_hacks_score_about_zero_at_every_granularity(hacked):
     granularity, result = hacked
     scores = result["scores"]
-    for hack in HACKS_AT_ZERO:
+    at_zero = HACKS_AT_ZERO + (["macros with required arguments only"] if granularity == "coarse" else [])
+    for hack in at_zero:
         assert len(scores[hack]) >= len(FAMILIES) - 1
         assert {f: s for f, s in scores[hack].items() if s > 0.02} == {}, (granularity, hack)
     for family in FAMILIES:
@@ -329,6 +335,23 @@ def test_hacks_score_about_zero_at_every_granularity(hacked):
         assert scores["always infeasible"][family] == pytest.approx(1 / 5)
         assert scores["oracle"][family] == 1.0
     assert all(not p.leaked for p in result["policies"]["read the info"])
+
+
+@pytest.mark.parametrize("granularity", ["coarse", "fine"])
+def test_shortcuts_in_the_moving_world_score_at_most_the_base_rates(granularity):
+    """Blind readings, the first result, the fare-move reader and the id inverter, with fares
+    rising and seats selling: each at most what "always infeasible" (or "always refuse") scores."""
+    only = {*SHORTCUTS, "oracle"} | (
+        {"macros with required arguments only"} if granularity == "coarse" else set()
+    )
+    result = measure_at(granularity, HACK_SEEDS, n_train=0, stochastic=True, only=only)
+    scores = result["scores"]
+    assert all(scores["oracle"][f] == 1.0 for f in FAMILIES)
+    for hack in only - {"oracle"}:
+        assert {f: s for f, s in scores[hack].items() if s > 1 / 5} == {}, (granularity, hack)
+        assert sum(scores[hack].values()) / len(scores[hack]) <= 1 / 5, (granularity, hack)
+    readers = result["policies"]["fare-move reader"]
+    assert sum(bool(p.moved) for p in readers) >= 0.9 * len(readers)  # it did find the risen fare
 
 
 @pytest.mark.parametrize("granularity", GRANULARITIES)
