@@ -3,7 +3,7 @@
 The same tasks at every level (seeds base..base+n-1 of each family, levels in turn), played by
 `OraclePolicy`, in the static and the stochastic world; each cell is the mean per episode.
 
-    python tests/flights/granularity_lengths.py --seeds 40      # the README table
+    python tests/flights/granularity_lengths.py --seeds 40      # the table in docs/envs/flights.md
 """
 
 from __future__ import annotations
