@@ -161,6 +161,7 @@ class EpisodeRegistry:
         self.shutting_down = False
         self._starting = 0
         self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()  # request_id -> the answer
+        self._reserved: dict[str, frozenset[str]] = {}  # env id -> the constructor arguments of its operator
         self._closes: OrderedDict[tuple[str, str], asyncio.Future] = OrderedDict()  # (episode, request)
         self._reaper: asyncio.Task | None = None
         self.recently_closed = RecentlyClosed()
@@ -251,7 +252,12 @@ class EpisodeRegistry:
         credentials, server-side paths) are the operator's alone; a client asking for them is refused
         rather than silently overridden.
         """
-        reserved = {"base_url"} | set(getattr(load_env_class(env_id), "operator_kwargs", ()))
+        reserved = self._reserved.get(env_id)
+        if reserved is None:  # looked up once per env: an import lookup costs more than a light env's step
+            operator_kwargs = getattr(load_env_class(env_id), "operator_kwargs", ())
+            reserved = self._reserved[env_id] = frozenset({"base_url", *operator_kwargs})
+        if not requested:
+            return self.config.env_kwargs.get(env_id, {})
         if refused := sorted(reserved & set(requested)):
             raise ApiError(400, ErrorCode.ENV_REJECTED,
                            f"env_kwargs may not set {', '.join(refused)}: only the server's operator can "
