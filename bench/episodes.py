@@ -298,8 +298,8 @@ def main() -> int:
                         help="default: 64 512 (quick: 64)")
     parser.add_argument("--k", type=int, nargs="+", default=None, help="steps per episode (default: 2 4 8)")
     parser.add_argument("--openenv-connect", action="store_true",
-                        help="also run OpenEnv with a connection per episode (its server stalls new handshakes "
-                             "after a while on this load: the row may fail after its timeouts)")
+                        help="also run OpenEnv with a connection per episode (its server stalled new "
+                             "handshakes under that churn here: the row may fail after its timeouts)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin servers and clients to cores")
     args = parser.parse_args()
     args.sessions = args.sessions or ([64] if args.quick else [64, 512])
