@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
 
-from agentrl.server.episodes import ApiError, EpisodeRegistry, result_item
+from agentrl.server.answers import result_item
+from agentrl.server.episodes import ApiError, EpisodeRegistry
 from agentrl.server.forks import Forks
 from agentrl.server.wire import BatchItem, CloseCall, CreateCall, ForkCall, FrameItem, ResetCall, dumps
 

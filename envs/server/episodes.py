@@ -25,6 +25,13 @@ import gymnasium as gym
 
 from agentrl.core import EpisodeOverError, StepResult
 from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
+from agentrl.server.answers import (
+    ApiError,
+    item_head,
+    once,
+    remember_outcome,
+    result_item,
+)
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor
 from agentrl.server.metrics import Metrics
@@ -32,22 +39,7 @@ from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, Transcript
 from agentrl.server.wire import BatchItem, CloseCall, CreateCall, ErrorCode, ResetCall, dumps
 
 log = logging.getLogger("agentrl.server")
-T = TypeVar("T")
 Item = TypeVar("Item")
-
-
-class ApiError(Exception):
-    """An error answered to the client with `status` and the `ErrorBody` shape."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, str]:
-        return {"error": self.code, "message": self.message}
 
 
 @dataclass(eq=False)
@@ -100,53 +92,6 @@ def _build_and_reset(
 def _reset(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
     observation, info = env.reset(seed=seed, options=options)
     return {"observation": observation, "info": info}
-
-
-def _settle(future: asyncio.Future, exc: BaseException) -> None:
-    future.set_exception(exc)
-    future.exception()  # marks it retrieved: a retry may never come
-
-
-async def once(table: OrderedDict, key: Hashable | None, limit: int, run: Callable[[], Awaitable[T]]) -> T:
-    """`run()`, remembered in `table` by `key` (a request id): a retry of the key, while the first
-    run is under way or after, gets the first run's answer or `ApiError` instead of running again.
-    The one way every call that changes an episode (create, reset, step, close, fork) is made safe
-    to retry; `remember_outcome` is its twin for calls run right on the loop. An answer that says
-    to try again later (429, 503) is not kept: the retry it asks for runs the call."""
-    if key is None:
-        return await run()
-    earlier = table.get(key)
-    if earlier is not None:
-        return await asyncio.shield(earlier)
-    future = asyncio.get_running_loop().create_future()
-    remember(table, key, future, limit)
-    try:
-        value = await run()
-    except ApiError as exc:
-        if exc.status in (429, 503) and table.get(key) is future:
-            del table[key]
-        _settle(future, exc)
-        raise
-    except BaseException:  # not an answer (a bug, a cancellation): a retry runs the call again
-        if table.get(key) is future:
-            del table[key]
-        future.cancel()
-        raise
-    future.set_result(value)
-    return value
-
-
-def remember_outcome(table: OrderedDict, key: Hashable | None, limit: int, value: Any,
-                     error: ApiError | None = None) -> None:
-    """Remember what a call run at once answered (`value`, or `error`), as `once` does."""
-    if key is None:
-        return
-    done = asyncio.get_running_loop().create_future()
-    remember(table, key, done, limit)
-    if error is not None:
-        _settle(done, error)
-    else:
-        done.set_result(value)
 
 
 class EpisodeRegistry:
@@ -491,7 +436,7 @@ class EpisodeRegistry:
         tail = b',"status":%d,"result":null,"error":%s' % (exc.status, dumps(exc.body()))
         if after is not None:
             tail += b',"retry_after":' + after.encode()
-        return _item_head(episode_id) + tail + b"}"
+        return item_head(episode_id) + tail + b"}"
 
     async def render(self, episode_id: str) -> str | None:
         ep = self.get(episode_id)
@@ -553,25 +498,9 @@ class EpisodeRegistry:
                                                time.monotonic() - ep.created, reason, ep.transcript))
 
 
-def remember(table: OrderedDict, key: str, future: asyncio.Future, limit: int) -> None:
-    """Keep `future` as the answer to a retry of `key`, forgetting the oldest beyond `limit`."""
-    table[key] = future
-    while len(table) > limit:
-        table.popitem(last=False)
-
-
 def gone(ep: Episode) -> ApiError:
     """The answer to a call on an episode closed while the call waited for it."""
     return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
-
-
-def _item_head(episode_id: str | None) -> bytes:
-    return b'{"episode_id":' + dumps(episode_id)
-
-
-def result_item(episode_id: str, status: int, body: bytes) -> bytes:
-    """The encoded `BatchResult` of an item answered with `body` (already encoded)."""
-    return _item_head(episode_id) + b',"status":%d,"result":%s,"error":null}' % (status, body)
 
 
 def _rejected(env_id: str, exc: Exception) -> ApiError:

@@ -23,7 +23,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from agentrl.core import EpisodeOverError
-from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, gone, once
+from agentrl.server.answers import once
+from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, gone
 from agentrl.server.wire import (
     API_PREFIX,
     ErrorBody,
