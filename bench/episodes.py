@@ -255,7 +255,7 @@ def report(rows: list[Row]) -> None:
         only = step_only.get((r.env, r.sessions))
         share = f"{rate / only:.0%}" if only and r.path != STEP_ONLY_PATH else ""
         vs = openenv.get((r.sessions, r.k))
-        ratio = f"{episodes / vs:.2f}x" if vs and r.env != OPENENV and r.k else ""
+        ratio = f"{episodes / vs:.2f}x" if vs and r.env == ECHO and r.k else ""  # OpenEnv serves only echo
         start = r.p99("create") or r.p99("reset")
         measured_cpu = r.episodes and np.isfinite(r.server_cpu_s)
         cpu = f"{r.server_cpu_s / r.episodes * 1e6:,.0f}" if measured_cpu else ""
