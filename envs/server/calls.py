@@ -41,6 +41,8 @@ class FrameCalls:
         return await self.registry.run_items(items, self.now, self.later)
 
     async def later(self, item: FrameItem) -> bytes:
+        """The item's encoded `BatchResult`, through the registry's async call (the one its HTTP
+        route makes), its error included."""
         registry = self.registry
         if isinstance(item, BatchItem):
             return await registry.step_item(item)
