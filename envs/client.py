@@ -2,10 +2,10 @@
 
 Both clients share one core and differ only in how they wait: `_Wire` describes each call as a
 `Call` (method, path, body, parser), and `_attempts` is the one retry policy, written once as a
-generator that the sync client drives with blocking I/O and the async client with `await`. Steps
-travel over a persistent WebSocket (`agentrl.client_steps`), every other call over HTTP (httpx).
-Every step and create carries a `request_id`, so a retry after a lost answer never steps an
-episode twice.
+generator that the sync client drives with blocking I/O and the async client with `await`. An
+episode's whole life (create, reset, steps, close, fork) travels over a persistent WebSocket
+(`agentrl.client_steps`), every other call over HTTP (httpx). Every call that changes an episode
+carries a `request_id`, so a retry after a lost answer never creates, steps or closes twice.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def error_from(status: int, body: Any, retry_after: float | None = None) -> Serv
 # --- the wire format, once -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """One call: over HTTP, or over the step channel when `step` (then `body` is its `BatchItem`)."""
+    """One call: over HTTP, or over the step channel (`/v1/ws`) when `step`; then `body` is its frame
+    item (a `BatchItem`, or a `CreateCall`, `ResetCall`, `CloseCall` or `ForkCall`)."""
 
     method: str
     path: str
@@ -152,14 +153,15 @@ class _Wire:
     @staticmethod
     def create(env_id: str, seed: int | None, options: dict[str, Any] | None,
                env_kwargs: dict[str, Any] | None) -> Call[EpisodeCreated]:
-        body = {"env_id": env_id, "seed": seed, "options": options, "env_kwargs": env_kwargs,
+        body = {"op": "create", "env_id": env_id, "seed": seed, "options": options, "env_kwargs": env_kwargs,
                 "request_id": _new_id()}
-        return Call("POST", f"{API_PREFIX}/episodes", EpisodeCreated.model_validate, body)
+        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True)
 
     @staticmethod
     def reset(episode_id: str, seed: int | None, options: dict[str, Any] | None) -> Call[EpisodeCreated]:
-        return Call("POST", f"{API_PREFIX}/episodes/{episode_id}/reset", EpisodeCreated.model_validate,
-                    {"seed": seed, "options": options})
+        body = {"op": "reset", "episode_id": episode_id, "seed": seed, "options": options,
+                "request_id": _new_id()}
+        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True)
 
     @staticmethod
     def step(episode_id: str, action: str, request_id: str | None) -> Call[StepResult]:
@@ -181,9 +183,8 @@ class _Wire:
 
     @staticmethod
     def fork(episode_id: str, n: int) -> Call[list[EpisodeForked]]:
-        return Call("POST", f"{API_PREFIX}/episodes/{episode_id}/fork",
-                    lambda d: [EpisodeForked.model_validate(e) for e in d["episodes"]],
-                    {"n": n, "request_id": _new_id()})
+        return Call("POST", MUX_PATH, lambda d: [EpisodeForked.model_validate(e) for e in d["episodes"]],
+                    {"op": "fork", "episode_id": episode_id, "n": n, "request_id": _new_id()}, step=True)
 
     @staticmethod
     def trajectory(episode_id: str) -> Call[dict[str, Any]]:
@@ -191,7 +192,8 @@ class _Wire:
 
     @staticmethod
     def close(episode_id: str) -> Call[bool]:
-        return Call("DELETE", f"{API_PREFIX}/episodes/{episode_id}", lambda d: bool(d["closed"]))
+        return Call("POST", MUX_PATH, lambda d: bool(d["closed"]),
+                    {"op": "close", "episode_id": episode_id, "request_id": _new_id()}, step=True)
 
 
 @dataclass(frozen=True)
@@ -323,7 +325,8 @@ class _Api(Generic[T]):
 
 
 class EnvClient(_Api):
-    """Synchronous client: HTTP over one pooled `httpx.Client`, steps over a WebSocket per thread.
+    """Synchronous client: episodes' calls over a WebSocket per thread, the rest over one pooled
+    `httpx.Client`.
 
     Safe to share between threads: each thread stepping at the same time gets a connection.
     """
@@ -370,7 +373,8 @@ class EnvClient(_Api):
 class AsyncEnvClient(_Api):
     """Asynchronous client for rollout workers: one coroutine per episode is the intended use.
 
-    Steps travel over one WebSocket, coalesced (see `agentrl.client_steps`); other calls go over
+    Episodes' calls (create, reset, step, close, fork) travel over one WebSocket, coalesced (see
+    `agentrl.client_steps`); other calls go over
     one pooled `httpx.AsyncClient`, through aiohttp's connection pool when `httpx-aiohttp` is
     installed (httpx's own pool slows down as busy connections grow, encode/httpx#3215).
     Use one client per event loop.

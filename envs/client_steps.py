@@ -1,8 +1,10 @@
-"""The clients' step channel: steps over one persistent WebSocket to `/v1/ws` (see `agentrl.server.mux`).
+"""The clients' step channel: steps, creates, resets, closes and forks over one persistent WebSocket
+to `/v1/ws` (see `agentrl.server.mux`).
 
 An HTTP request per step pays for a request head, routing and a response head on both sides, which
-costs more than a light env's step. Here a connection stays open and each message carries a frame
-of steps. The async channel coalesces: the steps its coroutines ask for while a loop iteration
+costs more than a light env's step, and an episode of a few steps costs a create and a close
+besides. Here a connection stays open and each message carries a frame of such calls (steps, for
+short, below). The async channel coalesces: the steps its coroutines ask for while a loop iteration
 runs leave together, split over at most `max_frames` frames in flight (so that the server steps
 one while the next travels), and while that many are in flight, new steps wait and leave with
 the next, so 512 concurrent episodes cost the server a few messages per round instead of 512
@@ -62,7 +64,8 @@ def _answers(frame: dict[str, Any], size: int) -> list[Answer]:
     if results is None:
         refusal = Answer(int(frame.get("status", 400)), frame.get("error"))
         return [refusal] * size
-    return [Answer(r["status"], r["result"] if r["status"] == 200 else r["error"]) for r in results]
+    return [Answer(r["status"], r["result"]) if r["status"] < 400
+            else Answer(r["status"], r["error"], r.get("retry_after")) for r in results]
 
 
 def _refused(exc: InvalidStatus) -> Answer:

@@ -8,7 +8,7 @@ Each id goes through `make_env`, which builds the env in-process, or a `RemoteEn
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from functools import partial
 from importlib import import_module
 from typing import Any
@@ -40,7 +40,8 @@ def make_env(env_id: str, base_url: str | None = None, **kwargs: Any) -> gym.Env
         return RemoteEnv(env_id, base_url=base_url, **kwargs)
     env = load_env_class(env_id)(**kwargs)
     if (registered := gym.registry.get(env_id)) is not None:  # the id, as `gym.make` sets it: records name it
-        env.spec = dataclasses.replace(registered, kwargs=dict(kwargs))
+        env.spec = copy.copy(registered)  # not `dataclasses.replace`, which parses the id again (~0.1 ms)
+        env.spec.kwargs = dict(kwargs)
     return env
 
 

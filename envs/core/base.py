@@ -271,12 +271,22 @@ class ToolEnv(TextEnv):
     def _trace_tools(self) -> list[dict[str, Any]]:
         return self.tool_specs()
 
+    @classmethod
+    def _tools_text(cls, specs: list[dict[str, Any]]) -> str:
+        """The specs as the first observation lists them: written once per class for its own specs
+        (a tenth of a light env's reset), each time for any other list."""
+        if specs is not cls.__dict__.get("_tool_specs"):
+            return "\n".join(json.dumps(s, ensure_ascii=False) for s in specs)
+        if "_tool_specs_text" not in cls.__dict__:
+            cls._tool_specs_text = "\n".join(json.dumps(s, ensure_ascii=False) for s in specs)
+        return cls._tool_specs_text
+
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
         specs = self.tool_specs()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
-            + "\n".join(json.dumps(s, ensure_ascii=False) for s in specs)
+            + self._tools_text(specs)
             + '\n\nCall a tool as <tool_call>{"name": <tool-name>, "arguments": <args-json>}'
             "</tool_call>. Results come back inside <tool_response></tool_response>."
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import string
 from typing import Any
 
@@ -20,7 +21,13 @@ class TextSpace(spaces.Text):
     """
 
     def __init__(self, max_length: int = 65_536, *, min_length: int = 0, seed: int | None = None):
-        super().__init__(max_length, min_length=min_length, charset=SAMPLE_CHARSET, seed=seed)
+        # Gymnasium's `Text` indexes its charset on every construction (~0.6 ms, two per env, so
+        # most of a light env's creation); every `TextSpace` shares one charset, indexed once
+        # (read-only: gymnasium never changes it) and validated with the lengths by `Text` itself.
+        self.__dict__.update(_charset_space(int(max_length), int(min_length)).__dict__)
+        self.max_length = int(max_length)
+        if seed is not None:
+            self.seed(seed)
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
@@ -34,3 +41,9 @@ class TextSpace(spaces.Text):
             and self.min_length == other.min_length
             and self.max_length == other.max_length
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _charset_space(max_length: int, min_length: int) -> spaces.Text:
+    """A `Text` over `SAMPLE_CHARSET` with these lengths, built (and its arguments checked) once."""
+    return spaces.Text(max_length, min_length=min_length, charset=SAMPLE_CHARSET)

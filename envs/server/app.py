@@ -28,9 +28,10 @@ from agentrl import __version__
 from agentrl.core import StepResult
 from agentrl.registration import load_env_class
 from agentrl.server import collector, mux, openenv_ws
+from agentrl.server.calls import FrameCalls
 from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import ApiError, EpisodeRegistry
-from agentrl.server.forks import fork_router
+from agentrl.server.forks import Forks, fork_router
 from agentrl.server.metrics import Metrics
 from agentrl.server.ui import mount_ui
 from agentrl.server.watch import watch_router
@@ -297,8 +298,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     # --- episodes ----------------------------------------------------------------------------
     @app.post(f"{API_PREFIX}/episodes", response_model=EpisodeCreated, status_code=201, responses=ERRORS)
     async def create_episode(req: CreateEpisode) -> Response:
-        _, first = await registry.create(req.env_id, req.seed, req.options, req.env_kwargs, req.request_id)
-        return Response(dumps(first), 201, media_type=JSON)
+        _, answer = await registry.create(req.env_id, req.seed, req.options, req.env_kwargs, req.request_id)
+        return Response(dumps(answer), 201, media_type=JSON)
 
     @app.get(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=EpisodeStatus, responses=ERRORS)
     async def get_episode(episode_id: str) -> dict[str, Any]:
@@ -325,8 +326,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     async def reset_episode(episode_id: str, req: ResetEpisode) -> Response:
         """Start over on the same env instance, as `env.reset()` does locally (its RNG continues)."""
         ep = registry.get(episode_id)
-        first = await registry.reset(ep, req.seed, req.options)
-        return Response(dumps({"episode_id": ep.episode_id, "env_id": ep.env_id, **first}), media_type=JSON)
+        first = await registry.reset(ep, req.seed, req.options, req.request_id)
+        return Response(dumps(ep.answer(first)), media_type=JSON)
 
     @app.get(f"{API_PREFIX}/episodes/{{episode_id}}/render", response_model=Rendered, responses=ERRORS)
     async def render_episode(episode_id: str) -> dict[str, Any]:
@@ -355,9 +356,11 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
                 "default_env": config.default_env_id}
 
     app.include_router(watch_router(registry))  # read-only: the episode list and transcripts
-    app.include_router(fork_router(registry))  # fork an episode, read its trajectory record
-    # steps over one persistent connection, many per frame (see `agentrl.server.mux`)
-    step_socket = mux.StepSocket(registry.step_now, registry.step_many, registry.dispatch.target_s, metrics)
+    forks = Forks(registry)
+    app.include_router(fork_router(forks))  # fork an episode, read its trajectory record
+    # steps and lifecycle calls over one persistent connection, many per frame (see `agentrl.server.mux`)
+    calls = FrameCalls(registry, forks)
+    step_socket = mux.StepSocket(calls.now, calls.many, registry.dispatch.target_s, metrics)
     app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, step_socket=step_socket,
                        metrics=metrics)
     app.add_middleware(GuardMiddleware, token=config.resolved_token(),

@@ -14,38 +14,32 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import time
-import uuid
 from collections import OrderedDict
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Container, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 
 from agentrl.core import EpisodeOverError, StepResult
 from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
+from agentrl.server.answers import (
+    ApiError,
+    item_head,
+    once,
+    remember_outcome,
+    result_item,
+)
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor
 from agentrl.server.metrics import Metrics
 from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, Transcript
-from agentrl.server.wire import BatchItem, ErrorCode, dumps
+from agentrl.server.wire import BatchItem, CloseCall, CreateCall, ErrorCode, ResetCall, dumps
 
 log = logging.getLogger("agentrl.server")
-
-
-class ApiError(Exception):
-    """An error answered to the client with `status` and the `ErrorBody` shape."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, str]:
-        return {"error": self.code, "message": self.message}
+Item = TypeVar("Item")
 
 
 @dataclass(eq=False)
@@ -61,12 +55,17 @@ class Episode:
     closed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
-    # request_id -> future of (result, encoded bytes), oldest first
-    results: OrderedDict[str, asyncio.Future] = field(default_factory=OrderedDict)
+    # request_id -> future of (result, encoded bytes) of a step; ("reset", request_id) -> a reset's
+    # first observation and info; oldest first
+    results: OrderedDict[Hashable, asyncio.Future] = field(default_factory=OrderedDict)
     transcript: Transcript = field(default_factory=Transcript)  # for watchers (GET .../transcript, /ui)
 
     def __post_init__(self) -> None:
         self.step_kind = f"{self.env_id}:step"
+
+    def answer(self, first: dict[str, Any]) -> dict[str, Any]:
+        """The `EpisodeCreated` answer of a create or reset that returned `first`."""
+        return {"episode_id": self.episode_id, "env_id": self.env_id, **first}
 
     def status(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -95,11 +94,6 @@ def _reset(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> di
     return {"observation": observation, "info": info}
 
 
-def _settle(future: asyncio.Future, exc: BaseException) -> None:
-    future.set_exception(exc)
-    future.exception()  # marks it retrieved: a retry may never come
-
-
 class EpisodeRegistry:
     def __init__(self, config: ServerConfig, metrics: Metrics) -> None:
         self.config = config
@@ -111,7 +105,9 @@ class EpisodeRegistry:
         self._prefix = self.holder + "."
         self.shutting_down = False
         self._starting = 0
-        self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()
+        self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()  # request_id -> the answer
+        self._reserved: dict[str, frozenset[str]] = {}  # env id -> the constructor arguments of its operator
+        self._closes: OrderedDict[tuple[str, str], asyncio.Future] = OrderedDict()  # (episode, request)
         self._reaper: asyncio.Task | None = None
         self.recently_closed = RecentlyClosed()
 
@@ -186,7 +182,7 @@ class EpisodeRegistry:
             self._starting -= n
 
     def new_id(self) -> str:
-        return self._prefix + uuid.uuid4().hex
+        return self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
 
     def admit(self, ep: Episode) -> None:
         """Make a built episode live."""
@@ -201,7 +197,12 @@ class EpisodeRegistry:
         credentials, server-side paths) are the operator's alone; a client asking for them is refused
         rather than silently overridden.
         """
-        reserved = {"base_url"} | set(getattr(load_env_class(env_id), "operator_kwargs", ()))
+        reserved = self._reserved.get(env_id)
+        if reserved is None:  # looked up once per env: an import lookup costs more than a light env's step
+            operator_kwargs = getattr(load_env_class(env_id), "operator_kwargs", ())
+            reserved = self._reserved[env_id] = frozenset({"base_url", *operator_kwargs})
+        if not requested:
+            return self.config.env_kwargs.get(env_id, {})
         if refused := sorted(reserved & set(requested)):
             raise ApiError(400, ErrorCode.ENV_REJECTED,
                            f"env_kwargs may not set {', '.join(refused)}: only the server's operator can "
@@ -215,58 +216,114 @@ class EpisodeRegistry:
         options: dict[str, Any] | None = None,
         env_kwargs: dict[str, Any] | None = None,
         request_id: str | None = None,
-    ) -> tuple[Episode, dict[str, Any]]:
+    ) -> tuple[Episode | None, dict[str, Any]]:
+        """A new episode, built and reset; returns it and its `EpisodeCreated` answer. A retry of
+        `request_id` gets the first create's answer (and its episode, None once closed). The answer
+        is what is remembered, not the episode, so that a closed episode's env is freed at its close,
+        not when its create is forgotten, `max_episodes` creates later."""
         if self.shutting_down:
             raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
         self.check_env_id(env_id)
-        if request_id is not None:
-            earlier = self._creates.get(request_id)
-            if earlier is not None:
-                return await asyncio.shield(earlier)
+        answer = await once(self._creates, request_id, self.config.max_episodes,
+                            lambda: self._create(env_id, seed, options, env_kwargs))
+        return self.episodes.get(answer["episode_id"]), answer
+
+    async def _create(self, env_id: str, seed: int | None, options: dict[str, Any] | None,
+                      env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         env_kwargs = self._env_kwargs(env_id, env_kwargs or {})
-        self.check_capacity(1)
-        future: asyncio.Future | None = None
-        if request_id is not None:
-            future = asyncio.get_running_loop().create_future()
-            remember(self._creates, request_id, future, self.config.max_episodes)
-        self._starting += 1
-        try:
+        with self.reserve(1):
             try:
                 env, first = await self.dispatch.run(
                     f"{env_id}:create", _build_and_reset, env_id, env_kwargs, seed, options
                 )
             except Exception as exc:
-                raise ApiError(400, ErrorCode.ENV_REJECTED,
-                               f"{env_id} could not start: {type(exc).__name__}: {exc}") from exc
-            ep = Episode(self.new_id(), env_id, env, seed)
-            ep.transcript.begin(first)
-            self.admit(ep)
-            result = (ep, {"episode_id": ep.episode_id, "env_id": env_id, **first})
-        except ApiError as exc:
-            if future is not None:
-                _settle(future, exc)
-            raise
-        finally:
-            self._starting -= 1
-        if future is not None:
-            future.set_result(result)
-        return result
+                raise _rejected(env_id, exc) from exc
+            return self._admit_new(env_id, env, seed, first)
 
-    async def reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
-        """Start a new episode on an existing env (the OpenEnv session's `reset`)."""
+    def _admit_new(self, env_id: str, env: gym.Env, seed: int | None, first: dict[str, Any]
+                   ) -> dict[str, Any]:
+        ep = Episode(self.new_id(), env_id, env, seed)
+        ep.transcript.begin(first)
+        self.admit(ep)
+        return ep.answer(first)
+
+    def create_now(self, item: CreateCall, busy: Container[str] = ()) -> bytes | None:
+        """`create` run right here on the event loop, its `BatchResult` encoded, where the env's
+        creates are measured short (`dispatch.inline`) and nothing stands in the way (a retry, a full
+        server, a refused argument); else None, and `create` answers it. For a light env a task and a
+        trip through the dispatcher cost more than building the env."""
+        env_id, request_id = item.env_id, item.request_id
+        kind = f"{env_id}:create"
+        if (self.shutting_down or env_id not in self.env_ids or not self.dispatch.inline(kind)
+                or (request_id is not None and request_id in self._creates)
+                or self.live + self._starting >= self.config.max_episodes):
+            return None
+        try:
+            env_kwargs = self._env_kwargs(env_id, item.env_kwargs or {})
+        except ApiError:
+            return None
+        started = time.perf_counter()
+        try:
+            env, first = _build_and_reset(env_id, env_kwargs, item.seed, item.options)
+        except Exception as exc:
+            self.dispatch.ran_inline(kind, time.perf_counter() - started)
+            error = _rejected(env_id, exc)
+            error.__cause__ = exc
+            remember_outcome(self._creates, request_id, self.config.max_episodes, None, error)
+            return self.error_item(None, error)
+        self.dispatch.ran_inline(kind, time.perf_counter() - started)
+        answer = self._admit_new(env_id, env, item.seed, first)
+        remember_outcome(self._creates, request_id, self.config.max_episodes, answer)
+        return result_item(answer["episode_id"], 201, dumps(answer))
+
+    async def reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None,
+                    request_id: str | None = None) -> dict[str, Any]:
+        """Start a new episode on an existing env (the OpenEnv session's `reset`); returns the first
+        observation and info. A retry of `request_id` gets the first reset's answer."""
+        key = None if request_id is None else ("reset", request_id)
+        return await once(ep.results, key, self.config.idempotency_window,
+                          lambda: self._reset(ep, seed, options))
+
+    async def _reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
         async with ep.lock:
             if ep.closed:
                 raise gone(ep)
             try:
                 first = await self.dispatch.run(f"{ep.env_id}:reset", _reset, ep.env, seed, options)
             except Exception as exc:
-                message = f"reset failed: {type(exc).__name__}: {exc}"
-                raise ApiError(400, ErrorCode.ENV_REJECTED, message) from exc
-            ep.turns, ep.over, ep.seed = 0, False, seed
-            ep.transcript.begin(first)
-            ep.results.clear()
-            ep.last_used = time.monotonic()
+                raise _reset_failed(exc) from exc
+            self._was_reset(ep, seed, first)
             return first
+
+    @staticmethod
+    def _was_reset(ep: Episode, seed: int | None, first: dict[str, Any]) -> None:
+        ep.turns, ep.over, ep.seed = 0, False, seed
+        ep.transcript.begin(first)
+        ep.last_used = time.monotonic()
+
+    def reset_now(self, item: ResetCall, busy: Container[str] = ()) -> bytes | None:
+        """`reset` run right here on the event loop, its `BatchResult` encoded, as `step_now` runs a
+        step: where the env's resets are measured short and its episode is idle; else None."""
+        ep = self.episodes.get(item.episode_id)
+        if ep is None or ep.lock.locked() or ep.closed or item.episode_id in busy:
+            return None
+        kind = f"{ep.env_id}:reset"
+        key = None if item.request_id is None else ("reset", item.request_id)
+        if not self.dispatch.inline(kind) or key in ep.results:
+            return None
+        started = time.perf_counter()
+        try:
+            first = _reset(ep.env, item.seed, item.options)
+        except Exception as exc:
+            self.dispatch.ran_inline(kind, time.perf_counter() - started)
+            error = _reset_failed(exc)
+            error.__cause__ = exc
+            remember_outcome(ep.results, key, self.config.idempotency_window, None, error)
+            return self.error_item(ep.episode_id, error)
+        self.dispatch.ran_inline(kind, time.perf_counter() - started)
+        self._was_reset(ep, item.seed, first)
+        remember_outcome(ep.results, key, self.config.idempotency_window, first)
+        return result_item(ep.episode_id, 200, dumps(ep.answer(first)))
 
     async def step(self, episode_id: str, action: str, request_id: str | None = None
                    ) -> tuple[StepResult, bytes]:
@@ -276,20 +333,8 @@ class EpisodeRegistry:
             limit = self.config.max_action_chars
             raise ApiError(413, ErrorCode.ACTION_TOO_LARGE,
                            f"action has {len(action)} characters; the limit is {limit}")
-        if request_id is None:
-            return await self._step(ep, action)
-        earlier = ep.results.get(request_id)
-        if earlier is not None:
-            return await asyncio.shield(earlier)
-        future = asyncio.get_running_loop().create_future()
-        remember(ep.results, request_id, future, self.config.idempotency_window)
-        try:
-            outcome = await self._step(ep, action)
-        except ApiError as exc:
-            _settle(future, exc)
-            raise
-        future.set_result(outcome)
-        return outcome
+        return await once(ep.results, request_id, self.config.idempotency_window,
+                          lambda: self._step(ep, action))
 
     async def _step(self, ep: Episode, action: str) -> tuple[StepResult, bytes]:
         async with ep.lock:
@@ -335,57 +380,63 @@ class EpisodeRegistry:
             error = None
         seconds = time.perf_counter() - started
         self.dispatch.ran_inline(ep.step_kind, seconds)
-        if request_id is not None:
-            done = asyncio.get_running_loop().create_future()
-            remember(ep.results, request_id, done, self.config.idempotency_window)
         if error is not None:
-            if request_id is not None:
-                _settle(done, error)
-            return self._error_item(item.episode_id, error)
+            remember_outcome(ep.results, request_id, self.config.idempotency_window, None, error)
+            return self.error_item(item.episode_id, error)
         self._stepped(ep, action, result, body, seconds)
-        if request_id is not None:
-            done.set_result((result, body))
-        return _item_head(item.episode_id) + b',"status":200,"result":' + body + b',"error":null}'
+        remember_outcome(ep.results, request_id, self.config.idempotency_window, (result, body))
+        return result_item(item.episode_id, 200, body)
 
     async def step_many(self, steps: Sequence[BatchItem]) -> list[bytes]:
-        """Each step's `BatchResult`, encoded, in the order given; an error stays with its item.
+        """Each step's `BatchResult`, encoded, in the order given; an error stays with its item."""
+        return await self.run_items(steps, self.step_now, self.step_item)
 
-        Steps that can run at once (`step_now`) run here, `dispatch.target_s` of them per loop
-        iteration, so that a large batch does not hold the loop and the batches of many
-        connections take turns; each of the others gets a task (`_item`: the lock, the dispatcher).
-        The steps start in order, an episode's lock is first come, first served, and an episode
-        with a step gone to a task has its later steps go the same way, so steps of one episode in
-        one batch run in the batch's order.
+    async def run_items(self, items: Sequence[Item], now: Callable[[Item, Container[str]], bytes | None],
+                        later: Callable[[Item], Awaitable[bytes]]) -> list[bytes]:
+        """Each item's `BatchResult`, encoded, in the order given: `now(item, busy)` runs an item
+        that can run at once, else returns None and `later(item)` answers it in a task.
+
+        Items that can run at once run here, `dispatch.target_s` of them per loop iteration, so that
+        a large batch does not hold the loop and the batches of many connections take turns; each of
+        the others gets a task (the lock, the dispatcher). The items start in order, an episode's
+        lock is first come, first served, and an episode with an item gone to a task has its later
+        items go the same way (`busy`), so the items of one episode in one batch run in its order.
         """
         parts: list[Any] = []
-        later: list[tuple[int, asyncio.Task]] = []
+        handed: list[tuple[int, asyncio.Task]] = []
         busy: set[str] = set()
         loop = asyncio.get_running_loop()
         slice_end = time.perf_counter() + self.dispatch.target_s
-        for i, s in enumerate(steps):
-            part = self.step_now(s, busy)
+        for i, item in enumerate(items):
+            part = now(item, busy)
             parts.append(part)
-            if part is None:  # handing a step to a task takes no slice: the calls it makes are packed
-                busy.add(s.episode_id)
-                later.append((i, loop.create_task(self._item(s.episode_id, s.action, s.request_id))))
+            if part is None:  # handing an item to a task takes no slice: the calls it makes are packed
+                episode_id = getattr(item, "episode_id", None)  # a create has none yet
+                if episode_id is not None:
+                    busy.add(episode_id)
+                handed.append((i, loop.create_task(later(item))))
             elif time.perf_counter() > slice_end:
                 await asyncio.sleep(0)
                 slice_end = time.perf_counter() + self.dispatch.target_s
-        for i, task in later:
+        for i, task in handed:
             parts[i] = await task
         return parts
 
-    async def _item(self, episode_id: str, action: str, request_id: str | None) -> bytes:
+    async def step_item(self, item: BatchItem) -> bytes:
         try:
-            _, body = await self.step(episode_id, action, request_id)
+            _, body = await self.step(item.episode_id, item.action, item.request_id)
         except ApiError as exc:
-            return self._error_item(episode_id, exc)
-        return _item_head(episode_id) + b',"status":200,"result":' + body + b',"error":null}'
+            return self.error_item(item.episode_id, exc)
+        return result_item(item.episode_id, 200, body)
 
-    def _error_item(self, episode_id: str, exc: ApiError) -> bytes:
+    def error_item(self, episode_id: str | None, exc: ApiError) -> bytes:
+        """The encoded `BatchResult` of an item answered with `exc` (counted as an error)."""
         self.metrics.errors.labels(exc.code).inc()
-        tail = b',"status":%d,"result":null,"error":%s}' % (exc.status, dumps(exc.body()))
-        return _item_head(episode_id) + tail
+        after = exc.headers.get("Retry-After")
+        tail = b',"status":%d,"result":null,"error":%s' % (exc.status, dumps(exc.body()))
+        if after is not None:
+            tail += b',"retry_after":' + after.encode()
+        return item_head(episode_id) + tail + b"}"
 
     async def render(self, episode_id: str) -> str | None:
         ep = self.get(episode_id)
@@ -393,25 +444,58 @@ class EpisodeRegistry:
             return await self.dispatch.run(f"{ep.env_id}:render", ep.env.render)
 
     async def close(self, episode_id: str, reason: str = "client") -> bool:
+        """Close an episode (after a step it is running); False if there is none by that id."""
         ep = self.episodes.pop(episode_id, None)
         if ep is None:
             return False
         self.metrics.live_episodes.set(self.live)
         self.metrics.episodes_closed.labels(reason).inc()
         async with ep.lock:  # let a running step finish first
-            ep.closed = True
-            self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
-                                                   time.monotonic() - ep.created, reason, ep.transcript))
-            with contextlib.suppress(Exception):  # a failing close must not keep the episode alive
+            self._retire(ep, reason)
+            try:
                 await self.dispatch.run(f"{ep.env_id}:close", ep.env.close)
+            except Exception:  # a failing close must not keep the episode alive
+                log.exception("%s: closing episode %s failed", ep.env_id, ep.episode_id)
         return True
 
+    async def close_once(self, episode_id: str, request_id: str | None = None) -> None:
+        """`close` for a client: an unknown episode is a 404, except to a retry of `request_id`,
+        which gets the first close's answer."""
+        async def run() -> bool:
+            if not await self.close(episode_id):
+                self.get(episode_id)  # raises the 404
+            return True
 
-def remember(table: OrderedDict, key: str, future: asyncio.Future, limit: int) -> None:
-    """Keep `future` as the answer to a retry of `key`, forgetting the oldest beyond `limit`."""
-    table[key] = future
-    while len(table) > limit:
-        table.popitem(last=False)
+        key = None if request_id is None else (episode_id, request_id)
+        await once(self._closes, key, self.config.max_episodes, run)
+
+    def close_now(self, item: CloseCall, busy: Container[str] = ()) -> bytes | None:
+        """`close_once` run right here on the event loop, its `BatchResult` encoded, where the env's
+        closes are measured short and its episode is idle; else None."""
+        ep = self.episodes.get(item.episode_id)
+        if ep is None or ep.lock.locked() or item.episode_id in busy:
+            return None
+        kind = f"{ep.env_id}:close"
+        key = None if item.request_id is None else (item.episode_id, item.request_id)
+        if not self.dispatch.inline(kind) or key in self._closes:
+            return None
+        del self.episodes[item.episode_id]
+        self.metrics.live_episodes.set(self.live)
+        self.metrics.episodes_closed.labels("client").inc()
+        self._retire(ep, "client")
+        started = time.perf_counter()
+        try:
+            ep.env.close()
+        except Exception:  # a failing close must not keep the episode alive
+            log.exception("%s: closing episode %s failed", ep.env_id, ep.episode_id)
+        self.dispatch.ran_inline(kind, time.perf_counter() - started)
+        remember_outcome(self._closes, key, self.config.max_episodes, True)
+        return result_item(item.episode_id, 200, b'{"episode_id":%s,"closed":true}' % dumps(item.episode_id))
+
+    def _retire(self, ep: Episode, reason: str) -> None:
+        ep.closed = True
+        self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
+                                               time.monotonic() - ep.created, reason, ep.transcript))
 
 
 def gone(ep: Episode) -> ApiError:
@@ -419,8 +503,12 @@ def gone(ep: Episode) -> ApiError:
     return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
 
 
-def _item_head(episode_id: str) -> bytes:
-    return b'{"episode_id":' + dumps(episode_id)
+def _rejected(env_id: str, exc: Exception) -> ApiError:
+    return ApiError(400, ErrorCode.ENV_REJECTED, f"{env_id} could not start: {type(exc).__name__}: {exc}")
+
+
+def _reset_failed(exc: Exception) -> ApiError:
+    return ApiError(400, ErrorCode.ENV_REJECTED, f"reset failed: {type(exc).__name__}: {exc}")
 
 
 def _step_failed(ep: Episode, exc: Exception) -> ApiError:

@@ -23,7 +23,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from agentrl.core import EpisodeOverError
-from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, gone, remember
+from agentrl.server.answers import once
+from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, gone
 from agentrl.server.wire import (
     API_PREFIX,
     ErrorBody,
@@ -66,7 +67,8 @@ class Forks:
 
     def __init__(self, registry: EpisodeRegistry) -> None:
         self.registry = registry
-        self._requests: OrderedDict[str, asyncio.Future] = OrderedDict()  # request_id -> forks made
+        # (parent, request_id) -> forks made
+        self._requests: OrderedDict[tuple[str, str], asyncio.Future] = OrderedDict()
 
     async def fork(self, episode_id: str, n: int, request_id: str | None = None) -> list[dict[str, Any]]:
         """n new episodes in `episode_id`'s state; each item is an `EpisodeForked`."""
@@ -74,23 +76,8 @@ class Forks:
         if registry.shutting_down:
             raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
         parent = registry.get(episode_id)
-        key = f"{episode_id}/{request_id}"
-        if request_id is not None and (earlier := self._requests.get(key)) is not None:
-            return await asyncio.shield(earlier)
-        future: asyncio.Future | None = None
-        if request_id is not None:
-            future = asyncio.get_running_loop().create_future()
-            remember(self._requests, key, future, registry.config.max_episodes)
-        try:
-            forks = await self._make(parent, n)
-        except ApiError as exc:
-            if future is not None:
-                future.set_exception(exc)
-                future.exception()  # marks it retrieved: a retry may never come
-            raise
-        if future is not None:
-            future.set_result(forks)
-        return forks
+        key = None if request_id is None else (episode_id, request_id)
+        return await once(self._requests, key, registry.config.max_episodes, lambda: self._make(parent, n))
 
     async def _make(self, parent: Episode, n: int) -> list[dict[str, Any]]:
         registry = self.registry
@@ -136,8 +123,7 @@ class Forks:
                                f"trajectory: {type(exc).__name__}: {exc}") from exc
 
 
-def fork_router(registry: EpisodeRegistry) -> APIRouter:
-    forks = Forks(registry)
+def fork_router(forks: Forks) -> APIRouter:
     router = APIRouter()
 
     @router.post(f"{API_PREFIX}/episodes/{{episode_id}}/fork", response_model=Forked, status_code=201,

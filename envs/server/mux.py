@@ -1,4 +1,5 @@
-"""`/v1/ws`: many steps over one persistent WebSocket, as the clients send them.
+"""`/v1/ws`: many steps, creates, resets and closes over one persistent WebSocket, as the clients
+send them.
 
 A client keeps one connection and sends a frame of steps whenever it has some (the async client
 puts every step its coroutines ask for in the same loop iteration into one frame), so the server
@@ -33,15 +34,16 @@ from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 from agentrl.server.metrics import Metrics
-from agentrl.server.wire import BatchItem, ErrorCode, StepFrame, dumps, loads
+from agentrl.server.wire import ErrorCode, FrameItem, StepFrame, dumps, loads
 
 MAX_FRAMES_IN_FLIGHT = 64
-StepNow = Callable[[BatchItem], "bytes | None"]
-StepMany = Callable[[Sequence[BatchItem]], Awaitable[list[bytes]]]
+StepNow = Callable[[FrameItem], "bytes | None"]
+StepMany = Callable[[Sequence[FrameItem]], Awaitable[list[bytes]]]
 
 
 class StepSocket:
-    """The `/v1/ws` endpoint, an ASGI app: `step_now` and `step_many` are the registry's."""
+    """The `/v1/ws` endpoint, an ASGI app: `step_now` and `step_many` run a frame's items
+    (`agentrl.server.calls.FrameCalls`); a frame's item is called a step here, whatever its kind."""
 
     def __init__(self, step_now: StepNow, step_many: StepMany, slice_s: float, metrics: Metrics) -> None:
         self.step_now = step_now
@@ -83,7 +85,7 @@ class StepSocket:
             pass
         await frames.finish()  # steps already read run on, so that their results are there for a retry
 
-    def now(self, steps: Sequence[BatchItem], slice_end: float) -> list[bytes]:
+    def now(self, steps: Sequence[FrameItem], slice_end: float) -> list[bytes]:
         """The answers of the first steps, as long as each can run at once and the slice lasts."""
         parts: list[bytes] = []
         for item in steps:
@@ -102,13 +104,13 @@ class _Frames:
     def __init__(self, socket: StepSocket, send: Send) -> None:
         self.socket = socket
         self._send = send
-        self.waiting: deque[tuple[int, list[bytes], Sequence[BatchItem]]] = deque()  # the head is under way
+        self.waiting: deque[tuple[int, list[bytes], Sequence[FrameItem]]] = deque()  # the head is under way
         self.slots = asyncio.Semaphore(MAX_FRAMES_IN_FLIGHT)
         self.worker: asyncio.Task | None = None
         self.handed: set[asyncio.Task] = set()  # frames whose rest went to `step_many`
         self.gone = False  # the client went away: steps still run, answers are dropped
 
-    async def add(self, frame_id: int, parts: list[bytes], rest: Sequence[BatchItem]) -> None:
+    async def add(self, frame_id: int, parts: list[bytes], rest: Sequence[FrameItem]) -> None:
         await self.slots.acquire()
         self.waiting.append((frame_id, parts, rest))
         if self.worker is None or self.worker.done():
@@ -142,7 +144,7 @@ class _Frames:
             if done == len(rest):
                 await self.answer(frame_id, parts)
 
-    async def _finish(self, frame_id: int, parts: list[bytes], rest: Sequence[BatchItem]) -> None:
+    async def _finish(self, frame_id: int, parts: list[bytes], rest: Sequence[FrameItem]) -> None:
         parts += await self.socket.step_many(rest)
         await self.answer(frame_id, parts)
 

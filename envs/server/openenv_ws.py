@@ -120,7 +120,9 @@ async def _reset(
         env_kwargs = data.get("env_kwargs")
         if env_kwargs is not None and not isinstance(env_kwargs, dict):
             raise ApiError(400, ErrorCode.ENV_REJECTED, "env_kwargs must be a JSON object")
-        episode, first = await registry.create(wanted, seed, options, env_kwargs)
+        created, first = await registry.create(wanted, seed, options, env_kwargs)
+        assert created is not None  # no request id: the episode was made just now
+        episode = created
     reply = _observation(episode.episode_id, first["observation"], None, False, False, first["info"])
     return episode, reply
 

@@ -5,10 +5,13 @@ loading FastAPI. Every error the server sends has one shape (`ErrorBody`) and a 
 the clients turn into typed exceptions. A step's result is `agentrl.core.StepResult` itself, on the
 wire as in Python.
 
-Besides the HTTP routes, `/v1/ws` carries steps over one persistent WebSocket, many at a time:
-the client sends `StepFrame`s (`{"id": 7, "steps": [BatchItem, ...]}`, binary or text JSON) and
-gets back, in any order, `{"id": 7, "results": [BatchResult, ...]}` with one result per step in
-the frame's order, or `{"id": 7, "status": 422, "error": ErrorBody}` for a frame it could not read.
+Besides the HTTP routes, `/v1/ws` carries an episode's whole life over one persistent WebSocket,
+many calls at a time: the client sends `StepFrame`s (`{"id": 7, "steps": [item, ...]}`, binary or
+text JSON) whose items are steps (`BatchItem`) or, marked by `op`, the calls that start and end
+episodes (`CreateCall`, `ResetCall`, `CloseCall`, `ForkCall`), and gets back, in any order,
+`{"id": 7, "results": [BatchResult, ...]}` with one result per item in the frame's order (a
+step's `StepResult`, or the body the item's HTTP route answers), or `{"id": 7, "status": 422,
+"error": ErrorBody}` for a frame it could not read. Items of one episode run in the frame's order.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import math
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from agentrl.core.results import StepResult
 
@@ -118,6 +121,8 @@ class CreateEpisode(_Model):
 class ResetEpisode(_Model):
     seed: int | None = Field(None, ge=0, le=SEED_MAX)
     options: JsonObject | None = None
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
+                                   description="A retried reset with the same id answers the same reset.")
 
 
 class EpisodeCreated(BaseModel):
@@ -187,6 +192,7 @@ class StepAction(_Model):
 
 
 class BatchItem(_Model):
+    op: Literal["step"] = "step"
     episode_id: str = Field(min_length=1, max_length=200)
     action: str
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS)
@@ -199,21 +205,69 @@ class BatchStep(_Model):
 class BatchResult(BaseModel):
     """One item's outcome; exactly one of `result` and `error` is set."""
 
-    episode_id: str
-    result: StepResult | None = None
+    episode_id: str | None = Field(description="The item's episode (a create's new one; null if none).")
+    result: StepResult | dict[str, Any] | None = Field(
+        None, description="A step's result, or the body its HTTP route answers (`EpisodeCreated`...).")
     error: ErrorBody | None = None
     status: int = Field(200, description="The HTTP status the item would have had on its own.")
+    retry_after: int | None = Field(None, description="Seconds to wait before retrying, with a 429.")
 
 
 class BatchResults(BaseModel):
     results: list[BatchResult]
 
 
+class CreateCall(CreateEpisode):
+    """A frame item that creates an episode, as `POST /v1/episodes` does."""
+
+    op: Literal["create"]
+
+
+class ResetCall(ResetEpisode):
+    """A frame item that resets an episode, as `POST /v1/episodes/{id}/reset` does."""
+
+    op: Literal["reset"]
+    episode_id: str = Field(min_length=1, max_length=200)
+
+
+class CloseCall(_Model):
+    """A frame item that closes an episode, as `DELETE /v1/episodes/{id}` does; a retry with the
+    same `request_id` answers `closed: true` again instead of `unknown_episode`."""
+
+    op: Literal["close"]
+    episode_id: str = Field(min_length=1, max_length=200)
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS)
+
+
+class ForkCall(ForkEpisode):
+    """A frame item that forks an episode, as `POST /v1/episodes/{id}/fork` does."""
+
+    op: Literal["fork"]
+    episode_id: str = Field(min_length=1, max_length=200)
+
+
+def _op(item: Any) -> str:
+    """A frame item's kind: its `op`, a step where it has none."""
+    if isinstance(item, dict):
+        return item.get("op", "step")
+    return getattr(item, "op", "step")
+
+
+FrameItem = Annotated[
+    Annotated[BatchItem, Tag("step")] | Annotated[CreateCall, Tag("create")]
+    | Annotated[ResetCall, Tag("reset")] | Annotated[CloseCall, Tag("close")]
+    | Annotated[ForkCall, Tag("fork")],
+    Discriminator(_op),
+]
+LifecycleCall = CreateCall | ResetCall | CloseCall | ForkCall
+
+
 class StepFrame(_Model):
-    """One frame on `/v1/ws`: steps sent together, and the id their reply frame carries back."""
+    """One frame on `/v1/ws`: steps and lifecycle calls sent together, and the id their reply frame
+    carries back."""
 
     id: int = Field(ge=0, le=SEED_MAX, strict=True)
-    steps: list[BatchItem] = Field(max_length=MAX_BATCH)
+    steps: list[FrameItem] = Field(max_length=MAX_BATCH)
 
 
 class EpisodeStatus(BaseModel):

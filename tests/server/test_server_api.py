@@ -188,7 +188,8 @@ def test_metrics_count_episodes_steps_and_errors(http):
 
 
 def test_client_retries_a_lost_response_without_stepping_twice(base_url, monkeypatch):
-    """The network drops the first answer to each step; the retry carries the same request_id."""
+    """The network drops the first answer to each call on the channel (the create, then each step);
+    the retry carries the same request_id."""
     import agentrl.client_steps as steps
 
     real_request = steps._SyncConnection.request
@@ -207,4 +208,4 @@ def test_client_retries_a_lost_response_without_stepping_twice(base_url, monkeyp
         results = [client.step(eid, call("echo", text=str(i))) for i in range(3)]
         assert [r.info["turn"] for r in results] == [1, 2, 3]
         assert client.episode_status(eid).turns == 3
-    assert len(answered) == 6 and answered[0::2] == answered[1::2]  # each retry got the same answer
+    assert len(answered) == 8 and answered[0::2] == answered[1::2]  # each retry got the same answer
