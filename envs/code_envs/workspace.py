@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentrl.sandbox_server import Sandbox
+    from agentrl.sandbox_server import ExecResult, Sandbox
 
 # Files belong to the sandbox's unprivileged user (uid/gid 1000), so the agent can edit and chmod them.
 OWNER_ID = 1000
@@ -147,6 +147,11 @@ def listing(sandbox: Sandbox) -> dict[str, str] | str:
         out = sandbox.exec(
             LISTING_COMMAND, timeout_s=LISTING_TIMEOUT_S, mode="oneshot", max_output_bytes=LISTING_MAX_BYTES
         )
+    return read_listing(out)
+
+
+def read_listing(out: ExecResult) -> dict[str, str] | str:
+    """The listing in the output of LISTING_SCRIPT or LISTING_COMMAND, or why there is none."""
     if out.status != "ok" or out.truncated:
         return f"workspace listing {out.status}{', truncated' if out.truncated else ''}"
     entries: dict[str, str] = {}

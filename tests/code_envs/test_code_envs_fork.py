@@ -8,10 +8,15 @@ import json
 import pytest
 from code_envs_helpers import call
 
-from agentrl.code_envs.workspace import LISTING_MAX_BYTES, LISTING_SCRIPT, listing
+from agentrl.code_envs.workspace import (
+    LISTING_COMMAND,
+    LISTING_MAX_BYTES,
+    LISTING_SCRIPT,
+    listing,
+    read_listing,
+)
 from agentrl.core import EpisodeOverError
 from agentrl.core.trajectory import transcript
-from agentrl.sandbox_server import ExecResult
 
 
 def content(observation: str) -> str:
@@ -150,14 +155,8 @@ def test_the_listing_script_reports_what_find_and_sha256sum_report(bash_env):
     )
     assert made.status == "ok", made
 
-    class FindOnly:  # the same sandbox, where the script cannot run
-        def run_code(self, *_: object, **__: object) -> ExecResult:
-            return sandbox.exec("exit 1", mode="oneshot")
-
-        def exec(self, *args: object, **kwargs: object) -> ExecResult:
-            return sandbox.exec(*args, **kwargs)
-
-    by_script, by_find = listing(sandbox), listing(FindOnly())
+    by_find = read_listing(sandbox.exec(LISTING_COMMAND, mode="oneshot", max_output_bytes=LISTING_MAX_BYTES))
+    by_script = listing(sandbox)
     assert isinstance(by_script, dict) and by_script == by_find
     assert by_script["big"] == "f644" and by_script["secret"] == "f0" and "locked/q" not in by_script
     assert by_script["odd dir"] == "d4755" and by_script["dirlink"] == "l777:odd dir"
