@@ -10,7 +10,10 @@ start when the pool is off), uploads the seeded workspace as one tar and runs th
 Between measured resets the bench pauses (unmeasured) so the pool can refill, as it does between
 episodes of a real rollout worker; without a pool the pause changes nothing. A `run_python` cell is an
 exec in the same session shell as `execute_bash` (see `agentrl.code_envs.repl`), so its ratio to
-that baseline is what the interpreter adds to a shell command.
+that baseline is what the interpreter adds to a shell command. After every step of a tool that can
+write, the env lists the workspace for fork replay (`agentrl.code_envs.workspace.listing`); the last
+table times such a step with no listing (baseline), with the listing by `find` and `sha256sum`, and
+with the listing script the envs use, interleaved in one episode.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import gymnasium as gym
 import numpy as np
@@ -30,7 +34,9 @@ from rich.console import Console
 from rich.table import Table
 
 import agentrl  # noqa: F401  (registers the envs)
+from agentrl.code_envs import base_env
 from agentrl.code_envs.bash_env import BashEnv
+from agentrl.code_envs.workspace import LISTING_COMMAND, LISTING_MAX_BYTES, listing, read_listing
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 
@@ -76,6 +82,33 @@ def finishes(env: gym.Env, family: str, n: int) -> np.ndarray:
     return np.array(samples)
 
 
+def listing_by_find(sandbox: Any) -> dict[str, str] | str:
+    """The workspace listing as one-shot `find ... -exec sha256sum` takes it (the script's fallback)."""
+    return read_listing(sandbox.exec(LISTING_COMMAND, mode="oneshot", max_output_bytes=LISTING_MAX_BYTES))
+
+
+LISTINGS: dict[str, Callable[[Any], Any]] = {
+    "no listing": lambda sandbox: {},
+    "listing by find + sha256sum": listing_by_find,
+    "listing by script (default)": listing,
+}
+
+
+def tracked_steps(env: gym.Env, family: str, action: str, n: int) -> dict[str, np.ndarray]:
+    """One writing step with each way of listing the workspace after it (what forks compare),
+    interleaved sample by sample in one episode, so load changes hit every variant alike."""
+    env.reset(seed=0, options={"family": family})
+    samples: dict[str, list[float]] = {name: [] for name in LISTINGS}
+    for i in range(n + 1):
+        for name, take in LISTINGS.items():
+            with mock.patch.object(base_env, "listing", take):
+                start = time.perf_counter()
+                env.step(action)
+                if i:  # the first round warms up
+                    samples[name].append((time.perf_counter() - start) * 1000)
+    return {name: np.array(s) for name, s in samples.items()}
+
+
 def machine() -> str:
     docker = subprocess.run(
         ["docker", "version", "-f", "{{.Server.Version}}"], capture_output=True, text=True
@@ -114,6 +147,15 @@ def main() -> None:
         cold.close()
         code = make("agentrl/Code-v0", pool_size=4)
         python_local = tool_calls(code, call("run_python", code="x = 1 + 1"), n_call)
+        n_tracked = n_call // 4
+        tracked = {
+            "execute_bash, Bash-v0 git_ops": tracked_steps(
+                warm, "git_ops", call("execute_bash", command="echo hi >> notes.txt"), n_tracked
+            ),
+            "run_python, Code-v0 implement": tracked_steps(
+                code, "implement", call("run_python", code="x = 1 + 1"), n_tracked
+            ),
+        }
         finish_bash = finishes(warm, FAMILY, max(4, n_reset // 2))
         finish_code = finishes(code, "module_suite", max(4, n_reset // 2))
         code.close()
@@ -154,6 +196,16 @@ def main() -> None:
         f"warm pool speeds a reset up {cold_ms / warm_ms:.1f}x; HTTP adds "
         f"{np.median(bash_remote) - np.median(bash_local):.2f} ms per tool call (median)"
     )
+    listed = Table(title="A writing step and the workspace listing after it (ms)")
+    for column in ("step", "listing", "n", "median", "p90", "vs no listing"):
+        listed.add_column(column, justify="left" if column in ("step", "listing") else "right")
+    for step, by_way in tracked.items():
+        base = np.median(by_way["no listing"])
+        for way, samples in by_way.items():
+            median, p90 = np.median(samples), np.percentile(samples, 90)
+            ratio = f"{median / base:.2f}x"
+            listed.add_row(step, way, str(len(samples)), f"{median:.1f}", f"{p90:.1f}", ratio)
+    console.print(listed)
     console.print(f"machine: {machine()}")
 
 

@@ -8,6 +8,13 @@ import json
 import pytest
 from code_envs_helpers import call
 
+from agentrl.code_envs.workspace import (
+    LISTING_COMMAND,
+    LISTING_MAX_BYTES,
+    LISTING_SCRIPT,
+    listing,
+    read_listing,
+)
 from agentrl.core import EpisodeOverError
 from agentrl.core.trajectory import transcript
 
@@ -128,3 +135,34 @@ def test_code_fork_replays_the_interpreter_state(code_env):
     env.step(call("finish", answer=""))
     with pytest.raises(EpisodeOverError):
         env.fork()
+
+
+def test_the_listing_script_reports_what_find_and_sha256sum_report(bash_env):
+    """The listing forks compare is a Python walk; on a workspace of every kind of entry (odd names,
+    links, a FIFO, unreadable files and folders, pruned entries, a file over the hash limit) it says
+    what the same listing by find and sha256sum says, and a tree too deep for its paths falls back
+    to find, so nothing in the workspace goes unreported."""
+    env = bash_env
+    env.reset(seed=0, options={"family": "git_ops"})
+    sandbox = env.sandbox
+    made = sandbox.exec(
+        "mkdir -p 'odd dir/sub' locked __pycache__ x/__pycache__ && printf 'a\\0b' > 'odd dir/sub/new\nline'"
+        " && ln -s /etc/passwd out && ln -s 'odd dir' dirlink && mkfifo fifo && echo s > secret"
+        " && chmod 000 secret && echo q > locked/q && chmod 000 locked && echo c > x/__pycache__/c.pyc"
+        " && touch $'\\xff\\xfe' && chmod 4755 'odd dir' && head -c 70000000 /dev/zero > big"
+        " && printf '%s  x' $(printf '0%.0s' $(seq 64)) > $'tab\\tname'",
+        mode="oneshot",
+    )
+    assert made.status == "ok", made
+
+    by_find = read_listing(sandbox.exec(LISTING_COMMAND, mode="oneshot", max_output_bytes=LISTING_MAX_BYTES))
+    by_script = listing(sandbox)
+    assert isinstance(by_script, dict) and by_script == by_find
+    assert by_script["big"] == "f644" and by_script["secret"] == "f0" and "locked/q" not in by_script
+    assert by_script["odd dir"] == "d4755" and by_script["dirlink"] == "l777:odd dir"
+    assert "x/__pycache__" not in by_script and ".git/index" not in by_script
+    deep = sandbox.run_code("import os\nfor _ in range(1500): os.mkdir('dd'); os.chdir('dd')\nopen('f', 'w')")
+    assert deep.status == "ok", deep
+    script = sandbox.run_code(LISTING_SCRIPT, "python", max_output_bytes=LISTING_MAX_BYTES)
+    assert script.status == "error"  # its paths grow past PATH_MAX; find walks by descriptors
+    assert "/".join(["dd"] * 1500) + "/f" in listing(sandbox)

@@ -59,6 +59,9 @@ class JunkContainer:
             duration_ms=1.0,
         )
 
+    def run_code(self, code: str, language: str = "python", **kwargs: Any) -> ExecResult:
+        return self.exec(code, **kwargs)
+
 
 json_junk = st.one_of(
     st.integers(0, 6000).map(lambda d: "[" * d + "]" * d),
