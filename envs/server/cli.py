@@ -34,6 +34,11 @@ def add_cli(subparsers: Any) -> None:
                    help="run N server processes (auto: one per core), each with its own loopback port; "
                    "this address then serves GET /v1/cluster, where clients find them (default: one "
                    "process serving everything here)")
+    p.add_argument("--ray", action="store_true",
+                   help="run the server processes as Ray actors (--processes of them, default 1) over the "
+                   "Ray cluster at --ray-address, or a Ray started here; this address serves GET /v1/cluster")
+    p.add_argument("--ray-address", help="a running Ray cluster to join (as `ray.init(address=...)`)")
+    p.add_argument("--ray-cpus", type=float, default=1.0, help="Ray CPUs each server actor takes")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(handler=serve)
 
@@ -79,6 +84,14 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentrl serve: {exc}")
         return 2
+    if args.ray:
+        from agentrl.server.ray_pool import run_ray
+
+        holders = args.processes or 1
+        print(f"agentrl cluster of {holders} Ray actors at http://{config.host}:{config.port} "
+              "(holders at /v1/cluster)", flush=True)
+        run_ray(config, holders, args.ray_address, args.ray_cpus, log_level=args.log_level)
+        return 0
     if args.processes is not None:
         from agentrl.server.processes import run_processes
 

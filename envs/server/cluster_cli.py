@@ -3,9 +3,11 @@
     agentrl cluster show  --url http://127.0.0.1:8000
     agentrl cluster add   --url http://127.0.0.1:8000 -n 2
     agentrl cluster drain --url http://127.0.0.1:8000 HOLDER
+    agentrl cluster serve --port 8000 --holder agentrl-0=http://agentrl-0.agentrl:8000 ...
 
 The same commands for a cluster of processes (`agentrl serve --processes N`) and of Ray actors
-(`agentrl serve --ray`): each talks to the cluster's address.
+(`agentrl serve --ray`): each talks to the cluster's address. `serve` is that address for servers
+run by something else (a Kubernetes StatefulSet's pods, each `agentrl serve --holder <pod name>`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,40 @@ def add_cli(subparsers: Any) -> None:
         if name == "drain":
             q.add_argument("holder", help="the holder's name, as `show` lists it")
         q.set_defaults(handler=run)
+    q = actions.add_parser("serve", help="serve GET /v1/cluster for servers run by something else")
+    q.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback requires a token)")
+    q.add_argument("--port", type=int, default=8000)
+    q.add_argument("--holder", action="append", required=True, metavar="NAME=URL", type=_holder,
+                   help="a server: its holder name (`agentrl serve --holder NAME`) and URL (repeatable)")
+    q.add_argument("--token", help=f"bearer token clients and servers use (default: ${TOKEN_ENV_VAR})")
+    q.add_argument("--log-level", default="warning")
+    q.set_defaults(handler=serve_static)
+
+
+def _holder(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError("expected NAME=http://host:port")
+    return name, url
+
+
+def serve_static(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from agentrl.server.config import ServerConfig
+    from agentrl.server.pool import StaticPool, cluster_app
+
+    config = ServerConfig(host=args.host, port=args.port, token=args.token)
+    try:
+        config.check()
+    except ValueError as exc:
+        print(f"agentrl cluster serve: {exc}")
+        return 2
+    token = config.resolved_token()
+    app = cluster_app(StaticPool(dict(args.holder), token), len(args.holder), token)
+    print(f"agentrl cluster of {len(args.holder)} servers at http://{args.host}:{args.port}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

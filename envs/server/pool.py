@@ -209,3 +209,42 @@ def cluster_app(pool: HolderPool, count: int, token: str | None) -> FastAPI:
 
     app.add_middleware(GuardMiddleware, token=token, max_body_bytes=1 << 16, metrics=Metrics())
     return app
+
+
+class StaticPool(HolderPool):
+    """Holders run by something else (a Kubernetes StatefulSet, a service manager), named with their
+    URLs: the pool only watches them. A holder that stops answering its health check is `down`
+    until it answers again; scale-up is whatever runs them (`add` is refused)."""
+
+    def __init__(self, holders: dict[str, str], token: str | None = None) -> None:
+        super().__init__(token)
+        self.given = holders
+        self.failures: dict[str, int] = {}
+
+    async def _launch(self, count: int) -> list[Holder]:
+        if self.holders:
+            raise PoolError(409, ErrorCode.INVALID_REQUEST, "these holders are run by something else: "
+                            "scale that (a StatefulSet's replicas, say) and list the new ones")
+        return [Holder(name, url.rstrip("/")) for name, url in self.given.items()]
+
+    def _running(self, holder: Holder) -> bool:
+        return True
+
+    async def _check(self, holder: Holder) -> None:
+        assert self._http is not None
+        try:
+            ok = (await self._http.get(f"{holder.url}/health")).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        if not ok:
+            self.failures[holder.name] = self.failures.get(holder.name, 0) + 1
+            if self.failures[holder.name] >= 3 and holder.state != "draining":
+                holder.state, holder.live_episodes = "down", 0
+            return
+        self.failures[holder.name] = 0
+        if holder.state == "down":
+            holder.state = "starting"
+        await super()._check(holder)
+
+    async def _retire(self, holder: Holder) -> None:
+        """A drained holder is left running: whatever runs it stops it."""

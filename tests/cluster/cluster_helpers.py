@@ -1,4 +1,5 @@
-"""A real `agentrl serve --processes N` in a child process, and what tests do to it."""
+"""A real cluster (`agentrl serve --processes N`, or `--ray` with N actors) in a child process, and
+what tests do to it."""
 
 from __future__ import annotations
 
@@ -11,25 +12,37 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from support import free_port
+from support import free_port, unavailable
 
 ECHO = "agentrl/Echo-v0"
 FLIGHTS = "agentrl/Flights-v0"
 START_TIMEOUT_S = 180.0  # a loaded two-core machine starts two servers importing the envs slowly
 
 
-class ProcessCluster:
-    """`agentrl serve --processes N` on a free loopback port; `stop()` ends it as Ctrl-C would."""
+# Ray on loopback only: every Ray service binds 127.0.0.1 (see Ray's single-machine switch)
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+           "RAY_USAGE_STATS_ENABLED": "0"}
 
-    def __init__(self, processes: int = 2, envs: tuple[str, ...] = (ECHO, FLIGHTS), *extra: str) -> None:
+
+class ServedCluster:
+    """A cluster of `kind` "processes" or "ray" (a local Ray started by the command, actors taking
+    half a CPU each so that a two-core machine holds four) on a free loopback port; `stop()` ends
+    it as Ctrl-C would."""
+
+    def __init__(self, kind: str = "processes", holders: int = 2,
+                 envs: tuple[str, ...] = (ECHO, FLIGHTS)) -> None:
+        self.kind = kind
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.discovery = f"{self.url}/v1/cluster"
-        args = [sys.executable, "-m", "agentrl", "serve", "--processes", str(processes),
-                "--port", str(self.port), "--no-ui", *extra]
+        args = [sys.executable, "-m", "agentrl", "serve", "--processes", str(holders),
+                "--port", str(self.port), "--no-ui"]
+        if kind == "ray":
+            args += ["--ray", "--ray-cpus", "0.5"]
         for env_id in envs:
             args += ["--env", env_id]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **RAY_ENV})
 
     def holders(self) -> list[dict[str, Any]]:
         return httpx.get(self.discovery, timeout=10).json()["holders"]
@@ -48,21 +61,31 @@ class ProcessCluster:
             time.sleep(0.1)
         raise AssertionError(f"{what} not reached in {timeout_s} s: {holders}")
 
-    def wait_up(self, count: int | None = None) -> list[dict[str, Any]]:
-        return self.wait(lambda hs: hs if hs and all(h["state"] == "up" for h in hs)
-                         and (count is None or len(hs) == count) else None)
+    def wait_up(self, count: int) -> list[dict[str, Any]]:
+        """The holders up, once `count` are and none is starting."""
+        def ready(hs):
+            up = [h for h in hs if h["state"] == "up"]
+            return up if len(up) >= count and not any(h["state"] == "starting" for h in hs) else None
+        return self.wait(ready)
+
+    def ensure_up(self, count: int) -> list[dict[str, Any]]:
+        """At least `count` holders up, adding some where killed ones are gone for good (Ray)."""
+        holders = self.holders()
+        missing = count - sum(h["state"] in ("up", "starting") for h in holders)
+        if missing > 0:
+            r = httpx.post(f"{self.discovery}/holders", json={"n": missing}, timeout=START_TIMEOUT_S)
+            assert r.status_code == 201, r.text
+        return self.wait_up(count)
 
     def children(self) -> list[int]:
-        """Process ids of the holders (the cluster's child processes)."""
+        """Process ids of the cluster command's child processes."""
         path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
         return [int(pid) for pid in path.read_text().split()]
 
     def holder_pid(self, holder: str) -> int:
-        for pid in self.children():
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if holder.encode() in f.read().split(b"\0"):
-                    return pid
-        raise AssertionError(f"no process of holder {holder}")
+        """The process listening on the holder's port (a child process, or a Ray actor's worker)."""
+        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
+        return pid_listening_on(int(url.rsplit(":", 1)[1]))
 
     def kill_holder(self, holder: str) -> None:
         os.kill(self.holder_pid(holder), signal.SIGKILL)
@@ -83,3 +106,32 @@ def alive(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def pid_listening_on(port: int) -> int:
+    """The process holding the listening TCP socket on `port` (read from /proc, Linux)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    return int(entry.name)
+        except OSError:  # another user's process, or one that just ended
+            continue
+    raise AssertionError(f"no process listens on port {port}")
+
+
+def need_ray() -> None:
+    """Skip where Ray (the [cluster] extra) is not installed; fail under CI."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        unavailable("ray is not installed (pip install agentrl-gym[cluster])")

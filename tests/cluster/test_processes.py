@@ -1,4 +1,5 @@
-"""`agentrl serve --processes N`: holders as supervised child processes of one address."""
+"""The holders of one address, as supervised child processes (`agentrl serve --processes N`) or Ray
+actors (`agentrl serve --ray`): their lifetimes, scale-up and drain."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from cluster_helpers import ECHO, ProcessCluster, alive
+from cluster_helpers import ECHO, ServedCluster, alive, need_ray
 
 from agentrl.client import EnvClient
 
@@ -26,16 +27,27 @@ def wait_for(predicate, timeout_s: float = 60.0):
     raise AssertionError("not reached in time")
 
 
-def test_holders_have_their_own_loopback_ports_and_die_with_the_parent():
-    made = ProcessCluster(2, (ECHO,))
+KINDS = ["processes", pytest.param("ray", marks=pytest.mark.ray)]
+
+
+@pytest.fixture(autouse=True)
+def _ray_installed(request):
+    if "ray" in request.keywords:
+        need_ray()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_holders_have_their_own_loopback_ports_and_die_with_the_parent(kind):
+    made = ServedCluster(kind, 2, (ECHO,))
     try:
         holders = made.wait_up(2)
         urls = {h["url"] for h in holders}
         assert len(urls) == 2 and all(u.startswith("http://127.0.0.1:") for u in urls)
         for h in holders:
             assert httpx.get(f"{h['url']}/health").json()["status"] == "healthy"
-        pids = made.children()
-        assert len(pids) == 2
+        pids = [made.holder_pid(h["holder"]) for h in holders] + made.children()
+        if kind == "processes":
+            assert sorted(pids[:2]) == sorted(made.children())
         made.proc.kill()  # no chance to clean up: the kernel ends the children
         made.proc.wait()
         wait_for(lambda: not any(alive(pid) for pid in pids), 30)
@@ -44,7 +56,7 @@ def test_holders_have_their_own_loopback_ports_and_die_with_the_parent():
 
 
 def test_a_killed_holder_is_reported_and_started_again_where_it_was():
-    made = ProcessCluster(2, (ECHO,))
+    made = ServedCluster("processes", 2, (ECHO,))
     try:
         holders = made.wait_up(2)
         victim = holders[0]
@@ -61,8 +73,9 @@ def test_a_killed_holder_is_reported_and_started_again_where_it_was():
     assert "exited with code -9; restarting it" in made.proc.stderr.read()
 
 
-def test_scale_up_takes_new_episodes_and_a_drained_holder_finishes_its_own():
-    made = ProcessCluster(1, (ECHO,))
+@pytest.mark.parametrize("kind", KINDS)
+def test_scale_up_takes_new_episodes_and_a_drained_holder_finishes_its_own(kind):
+    made = ServedCluster(kind, 1, (ECHO,))
     cli = [sys.executable, "-m", "agentrl", "cluster"]
     try:
         (first,) = made.wait_up(1)
