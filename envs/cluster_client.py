@@ -215,7 +215,10 @@ class Router:
     def _on_episode(self, episode_id: str, recipe: Recipe, verb: str,
                     call: Call[Any]) -> Generator[Request, Outcome, Any]:
         for attempt in range(MAX_REPLAY_TRIES + 1):
-            got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
+            if recipe.holder in self.map:
+                got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
+            else:  # the cluster no longer lists its holder
+                got = UnknownEpisodeError(404, "unknown_episode", f"holder {recipe.holder!r} is gone")
             if not _is_loss(got):
                 break
             self._lose(recipe.holder)

@@ -69,13 +69,27 @@ class ServedCluster:
         return self.wait(ready)
 
     def ensure_up(self, count: int) -> list[dict[str, Any]]:
-        """At least `count` holders up, adding some where killed ones are gone for good (Ray)."""
-        holders = self.holders()
-        missing = count - sum(h["state"] in ("up", "starting") for h in holders)
-        if missing > 0:
-            r = httpx.post(f"{self.discovery}/holders", json={"n": missing}, timeout=START_TIMEOUT_S)
-            assert r.status_code == 201, r.text
-        return self.wait_up(count)
+        """At least `count` holders up and answering, adding some where killed ones are gone for good
+        (Ray actors are not started again); waits out a map that still calls a killed holder up."""
+        def answers(holder):
+            try:
+                return httpx.get(f"{holder['url']}/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            holders = self.holders()
+            up = [h for h in holders if h["state"] == "up" and answers(h)]
+            starting = [h for h in holders if h["state"] == "starting"]
+            if len(up) >= count and not starting:
+                return up
+            if len(up) + len(starting) < count and all(h["state"] != "up" or answers(h) for h in holders):
+                r = httpx.post(f"{self.discovery}/holders", json={"n": count - len(up) - len(starting)},
+                               timeout=START_TIMEOUT_S)
+                assert r.status_code == 201, r.text
+            time.sleep(0.2)
+        raise AssertionError(f"{count} holders not up in {START_TIMEOUT_S} s: {self.holders()}")
 
     def children(self) -> list[int]:
         """Process ids of the cluster command's child processes."""

@@ -16,11 +16,17 @@ from agentrl.cli import build_parser
 try:
     import kubernetes_validate  # a [dev] dependency: the schemas, offline
 except ImportError:
-    unavailable("kubernetes-validate is not installed")
+    kubernetes_validate = None
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
 KUBERNETES_VERSION = "1.30"
+
+
+@pytest.fixture(autouse=True)
+def _schemas():
+    if kubernetes_validate is None:
+        unavailable("kubernetes-validate is not installed")
 
 
 def documents():
