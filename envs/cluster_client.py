@@ -198,17 +198,18 @@ class Router:
         call = dataclasses.replace(call, body=body)
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick()
+            self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
             got = yield self._url(name), call
-            if isinstance(got, (httpx.TransportError, ShuttingDownError)):
-                self._lose(name)
-                continue
             if isinstance(got, BaseException):
+                self.own[name] -= 1
+                if isinstance(got, (httpx.TransportError, ShuttingDownError)):
+                    self._lose(name)
+                    continue
                 raise got
             created: EpisodeCreated = got
             self.recipes[created.episode_id] = Recipe(
                 body["env_id"], body["seed"], body.get("options"), body.get("env_kwargs"),
                 _digest(created.observation, 0.0, False, False), name, created.episode_id)
-            self.own[name] = self.own.get(name, 0) + 1
             return created
         raise got
 
@@ -276,10 +277,14 @@ class Router:
         old_holder = recipe.holder
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick()
-            replayed = yield from self._replay_on(name, episode_id, recipe)
+            self.own[name] = self.own.get(name, 0) + 1
+            try:
+                replayed = yield from self._replay_on(name, episode_id, recipe)
+            finally:
+                self.own[name] -= 1
             if replayed is not None:
                 self.own[old_holder] = max(0, self.own.get(old_holder, 0) - 1)
-                self.own[name] = self.own.get(name, 0) + 1
+                self.own[name] += 1
                 recipe.holder, recipe.server_id = name, replayed
                 self.stats.episodes += 1
                 self.stats.steps += recipe.steps()

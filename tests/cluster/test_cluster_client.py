@@ -68,6 +68,19 @@ def test_episodes_spread_over_holders_and_calls_go_to_their_holder(cluster):
         assert [e.env_id for e in client.list_envs()] == [ECHO, FLIGHTS]
 
 
+def test_creates_in_flight_together_spread_over_holders(cluster):
+    up = {h["holder"] for h in cluster.ensure_up(2)}
+
+    async def main():
+        async with AsyncEnvClient(cluster.discovery) as client:
+            made = await asyncio.gather(*(client.create_episode(ECHO, seed=i) for i in range(8)))
+            await asyncio.gather(*(client.close_episode(m.episode_id) for m in made))
+        return [holder_of(m.episode_id) for m in made]
+
+    holders = asyncio.run(main())
+    assert {h: holders.count(h) for h in up} == {h: 4 for h in up}
+
+
 def test_an_episode_id_of_a_holder_that_never_existed_is_a_clear_404(cluster):
     with EnvClient(cluster.discovery) as client:
         client.create_episode(ECHO, seed=1)  # the map is read
