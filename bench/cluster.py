@@ -208,6 +208,8 @@ def main() -> int:
                 for n in sizes:
                     rates[kind, env_id, n] = asyncio.run(_steps_per_s(url, env_id, n, seconds))
                     loads[kind, env_id, n] = os.getloadavg()[0]
+                    console.print(f"{kind}: {env_id} at {n} episodes: {rates[kind, env_id, n]:,.0f} steps/s "
+                                  f"(load average {loads[kind, env_id, n]:.1f})")
     table = Table(title="steps/s through one AsyncEnvClient")
     for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
                 "Ray / processes") if args.ray else ()), "load avg"):
