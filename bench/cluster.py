@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -57,7 +57,7 @@ def served(kind: str, envs: tuple[str, ...]):
     free loopback port; yields the URL a client is given."""
     port = free_port()
     args = [sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--no-ui",
-            "--max-episodes", "2048"]
+            "--max-episodes", "2048", "--idle-ttl", "7200"]
     if kind != "single":
         args += ["--processes", "2"]
     if kind == "ray":
@@ -151,10 +151,15 @@ async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> 
     lost = 0
     kill_at = [0.0]
     rounds = steps_before * 2 + 4
+    created, all_made = [0], asyncio.Event()
 
     async def one(k: int) -> None:
         nonlocal lost
         made = await client.create_episode(env_id, seed=k)
+        created[0] += 1
+        if created[0] == episodes:
+            all_made.set()
+        await all_made.wait()  # every episode live before the first step: the kill finds them all
         for i in range(rounds):
             began = time.perf_counter()
             try:
@@ -200,29 +205,21 @@ def main() -> int:
                   f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
 
     kinds = ["single", "processes"] + (["ray"] if args.ray else [])
-    rates: dict[tuple[str, str, int], float] = {}
-    loads: dict[tuple[str, str, int], float] = {}
-    for kind in kinds:
-        with served(kind, (ECHO, FLIGHTS)) as url:
-            for env_id in envs:
-                for n in sizes:
-                    rates[kind, env_id, n] = asyncio.run(_steps_per_s(url, env_id, n, seconds))
-                    loads[kind, env_id, n] = os.getloadavg()[0]
-                    console.print(f"{kind}: {env_id} at {n} episodes: {rates[kind, env_id, n]:,.0f} steps/s "
-                                  f"(load average {loads[kind, env_id, n]:.1f})")
     table = Table(title="steps/s through one AsyncEnvClient")
     for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
                 "Ray / processes") if args.ray else ()), "load avg"):
         table.add_column(col, justify="right")
-    for env_id in envs:
-        for n in sizes:
-            one, two = rates["single", env_id, n], rates["processes", env_id, n]
+    with ExitStack() as stack:  # all up at once: each row measures every kind back to back
+        urls = {kind: stack.enter_context(served(kind, (ECHO, FLIGHTS))) for kind in kinds}
+        for env_id, n in sorted(((e, n) for e in envs for n in sizes), key=lambda r: (r[1], r[0] == ECHO)):
+            rate = {kind: asyncio.run(_steps_per_s(urls[kind], env_id, n, seconds)) for kind in kinds}
+            one, two = rate["single"], rate["processes"]
             row = [env_id.split("/")[1], str(n), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}"]
             if args.ray:
-                ray_rate = rates["ray", env_id, n]
-                row += [f"{ray_rate:,.0f}", f"{ray_rate / one:.2f}", f"{ray_rate / two:.2f}"]
-            row.append(f"{loads['processes', env_id, n]:.1f}")
+                row += [f"{rate['ray']:,.0f}", f"{rate['ray'] / one:.2f}", f"{rate['ray'] / two:.2f}"]
+            row.append(f"{os.getloadavg()[0]:.1f}")
             table.add_row(*row)
+            console.print(" | ".join(row))
     console.print(table)
 
     kill_env, kill_n = (ECHO, 32) if args.quick else (ECHO, 256)
