@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -34,6 +35,7 @@ from agentrl.server.wire import (
     EpisodeStatus,
     ErrorCode,
     dumps,
+    is_cluster_url,
     loads,
     step_result,
 )
@@ -324,16 +326,33 @@ class _Api(Generic[T]):
         return self._run(_Wire.trajectory(episode_id))
 
 
+def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
+    """A cluster's holder is tried once more after a transport error, then its episodes are replayed."""
+    return dataclasses.replace(retry, retries=min(retry.retries, 1))
+
+
 class EnvClient(_Api):
     """Synchronous client: episodes' calls over a WebSocket per thread, the rest over one pooled
     `httpx.Client`.
 
     Safe to share between threads: each thread stepping at the same time gets a connection.
+    `base_url` is one server's URL, or a cluster's discovery URL (`http://host:port/v1/cluster`):
+    then every call goes to the holder of its episode and a lost holder's episodes are replayed
+    (`agentrl.cluster_client`; `cluster.stats` counts the replays).
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, http: httpx.Client | None = None):
         self.retry = retry or RetryPolicy()
+        self.cluster = None
+        if is_cluster_url(base_url):  # imported here: the routing module is built on this one
+            from agentrl.cluster_client import SyncRoutes
+
+            holder_retry = _holder_retry(self.retry)
+            self.cluster = SyncRoutes(base_url, lambda url: EnvClient(url, token=token, timeout=timeout,
+                                                                      retry=holder_retry))
+            self._run = self.cluster.run  # type: ignore[method-assign]
+            return
         self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token))
         self.steps = SyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
@@ -360,6 +379,9 @@ class EnvClient(_Api):
             return exc
 
     def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+            return
         self.steps.close()
         self.http.close()
 
@@ -377,13 +399,23 @@ class AsyncEnvClient(_Api):
     `agentrl.client_steps`); other calls go over
     one pooled `httpx.AsyncClient`, through aiohttp's connection pool when `httpx-aiohttp` is
     installed (httpx's own pool slows down as busy connections grow, encode/httpx#3215).
-    Use one client per event loop.
+    Use one client per event loop. `base_url` is one server's URL or a cluster's discovery URL,
+    as for `EnvClient`.
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, max_connections: int = 256,
                  http: httpx.AsyncClient | None = None):
         self.retry = retry or RetryPolicy()
+        self.cluster = None
+        if is_cluster_url(base_url):  # imported here: the routing module is built on this one
+            from agentrl.cluster_client import AsyncRoutes
+
+            holder_retry = _holder_retry(self.retry)
+            self.cluster = AsyncRoutes(base_url, lambda url: AsyncEnvClient(
+                url, token=token, timeout=timeout, retry=holder_retry, max_connections=max_connections))
+            self._run = self.cluster.run  # type: ignore[method-assign]
+            return
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_headers(token),
                                               limits=limits, transport=_pooled_transport(limits))
@@ -413,6 +445,9 @@ class AsyncEnvClient(_Api):
             return exc
 
     async def aclose(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.aclose()
+            return
         await self.steps.aclose()
         await self.http.aclose()
 

@@ -9,6 +9,8 @@ over one persistent WebSocket at `/v1/ws` (what the clients use), `GET /health`,
 (Prometheus), and OpenEnv's WebSocket protocol at `/ws` and `/openenv/{env_id}/ws`. Clients:
 `agentrl.client` (`RemoteEnv`, `EnvClient`, `AsyncEnvClient`).
 From Python, `agentrl.server.local.serve_in_thread()` runs a server on a free loopback port.
+Past one process, `agentrl serve --processes N` (`processes.py`) or `--ray` (`ray_pool.py`) runs a
+cluster of such servers behind one discovery address (`pool.py`, `GET /v1/cluster`).
 
 This package imports nothing heavy: FastAPI and uvicorn load in `app`/`local` only.
 """

@@ -299,6 +299,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     @app.post(f"{API_PREFIX}/episodes", response_model=EpisodeCreated, status_code=201, responses=ERRORS)
     async def create_episode(req: CreateEpisode) -> Response:
         _, answer = await registry.create(req.env_id, req.seed, req.options, req.env_kwargs, req.request_id)
+        if req.replay_of is not None:  # a cluster client lost this episode's server and replays it here
+            metrics.episodes_replayed.labels(req.env_id).inc()
         return Response(dumps(answer), 201, media_type=JSON)
 
     @app.get(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=EpisodeStatus, responses=ERRORS)

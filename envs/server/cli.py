@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from agentrl.server.config import HOLDER_ENV_VAR, TOKEN_ENV_VAR, ServerConfig
@@ -29,8 +30,25 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the page at /ui")
     p.add_argument("--holder", help="name heading every episode id this process creates, for routing "
                    f"by id (default: ${HOLDER_ENV_VAR}, else host name and port)")
+    p.add_argument("--processes", type=_processes, metavar="N|auto",
+                   help="run N server processes (auto: one per core), each with its own loopback port; "
+                   "this address then serves GET /v1/cluster, where clients find them (default: one "
+                   "process serving everything here)")
+    p.add_argument("--ray", action="store_true",
+                   help="run the server processes as Ray actors (--processes of them, default 1) over the "
+                   "Ray cluster at --ray-address, or a Ray started here; this address serves GET /v1/cluster")
+    p.add_argument("--ray-address", help="a running Ray cluster to join (as `ray.init(address=...)`)")
+    p.add_argument("--ray-cpus", type=float, default=1.0, help="Ray CPUs each server actor takes")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(handler=serve)
+
+
+def _processes(text: str) -> int:
+    if text == "auto":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("expected a positive number of processes or 'auto'")
+    return int(text)
 
 
 def _env_kwargs(text: str) -> tuple[str, dict[str, Any]]:
@@ -66,6 +84,21 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentrl serve: {exc}")
         return 2
+    if args.ray:
+        from agentrl.server.ray_pool import run_ray
+
+        holders = args.processes or 1
+        print(f"agentrl cluster of {holders} Ray actors at http://{config.host}:{config.port} "
+              "(holders at /v1/cluster)", flush=True)
+        run_ray(config, holders, args.ray_address, args.ray_cpus, log_level=args.log_level)
+        return 0
+    if args.processes is not None:
+        from agentrl.server.processes import run_processes
+
+        print(f"agentrl cluster of {args.processes} processes at http://{config.host}:{config.port} "
+              "(holders at /v1/cluster)", flush=True)
+        run_processes(config, args.processes, log_level=args.log_level)
+        return 0
     page = ", page at /ui" if config.ui else ""
     print(f"agentrl serving on http://{config.host}:{config.port} (docs at /docs{page})", flush=True)
     run(config, log_level=args.log_level)

@@ -27,6 +27,10 @@ class Metrics:
         self.episodes_closed = Counter(
             "agentrl_episodes_closed", "Episodes closed", ["reason"], registry=self.registry
         )
+        self.episodes_replayed = Counter(
+            "agentrl_episodes_replayed", "Episodes re-created here by a client whose server was lost",
+            ["env_id"], registry=self.registry,
+        )
         self.step_counts = StepCounts()
         self.registry.register(self.step_counts)
         self.errors = Counter("agentrl_errors", "Error responses by code", ["code"], registry=self.registry)

@@ -27,6 +27,7 @@ from agentrl.core.results import StepResult
 
 API_PREFIX = "/v1"
 MUX_PATH = f"{API_PREFIX}/ws"
+CLUSTER_PATH = f"{API_PREFIX}/cluster"
 MAX_REQUEST_ID_CHARS = 128
 MAX_BATCH = 1024
 MAX_FORKS = 64  # forks one request may ask for; capacity still bounds them all
@@ -116,6 +117,9 @@ class CreateEpisode(_Model):
     env_kwargs: JsonObject | None = Field(None, description="Passed to the env's constructor.")
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
                                    description="A retried create with the same id returns the same episode.")
+    replay_of: str | None = Field(None, max_length=200,
+                                  description="The id of an episode whose server was lost and which this "
+                                  "create replays (counted in /metrics).")
 
 
 class ResetEpisode(_Model):
@@ -293,6 +297,27 @@ class Health(BaseModel):
     status: Literal["healthy", "shutting_down"]
     live_episodes: int
     max_episodes: int
+
+
+class HolderInfo(BaseModel):
+    """One server process of a cluster: the name heading its episode ids, and where to reach it."""
+
+    holder: str = Field(description="The name heading every episode id this process creates.")
+    url: str = Field(description="Its base URL; every call naming one of its episodes goes here.")
+    state: Literal["starting", "up", "draining", "down"] = Field(
+        description="`up` takes new episodes; `draining` finishes its live ones and takes none.")
+    live_episodes: int = Field(0, description="Live episodes at its last health check.")
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether `url` is a cluster's discovery URL (`.../v1/cluster`) rather than one server's."""
+    return url.rstrip("/").endswith(CLUSTER_PATH)
+
+
+class ClusterMap(BaseModel):
+    """`GET /v1/cluster`: the holders behind one address, what a cluster client routes by."""
+
+    holders: list[HolderInfo]
 
 
 # --- codec ---------------------------------------------------------------------------------------

@@ -1,0 +1,248 @@
+"""Benchmark of agentrl on more than one core: one server process against a cluster of two, in one run.
+
+    .venv/bin/python bench/cluster.py            # full run (~10 minutes on a quiet two-core machine)
+    .venv/bin/python bench/cluster.py --quick    # short run (~3 minutes), Echo-v0 at 16 episodes
+
+Measures, through one `AsyncEnvClient` in this process (one coroutine per episode awaiting `step`,
+as every framework drives episodes; the client shares the machine's cores with the servers, as a
+rollout worker on the same machine would):
+(1) steps/s of Echo-v0 and Flights-v0 at 64 and 512 live episodes on one `agentrl serve` process
+(the baseline), on `agentrl serve --processes 2` and on `agentrl serve --ray --processes 2`, with
+the ratios to the baseline and of Ray to plain processes;
+(2) what a replay costs: Flights-v0 episodes of 10 steps whose holder is killed, in ms per replayed
+step (the client's own count: replay time over replayed steps);
+(3) step latency in the second a holder is killed (SIGKILL) at 256 live Echo-v0 episodes, against
+the p99 of the seconds before, and the episodes lost (the aim: 0).
+Each row records the load average of the machine. Everything talks over loopback only; Ray runs as
+a local cluster bound to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from agentrl.client import AsyncEnvClient
+from agentrl.server.local import free_port
+
+ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+           "RAY_USAGE_STATS_ENABLED": "0"}
+START_TIMEOUT_S = 300.0
+
+
+def action(env_id: str, i: int) -> str:
+    if env_id == ECHO:
+        return f'<tool_call>{{"name": "echo", "arguments": {{"text": "step {i}"}}}}</tool_call>'
+    return ('<tool_call>{"name": "search_flights", "arguments": {"origin": "JFK", "destination": "LAX", '
+            f'"date": "2025-03-{i % 28 + 1:02d}"}}}}</tool_call>')
+
+
+@contextmanager
+def served(kind: str, envs: tuple[str, ...]):
+    """A server (`single`), a cluster of two processes (`processes`) or of two Ray actors (`ray`) on a
+    free loopback port; yields the URL a client is given."""
+    port = free_port()
+    args = [sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--no-ui",
+            "--max-episodes", "2048", "--idle-ttl", "7200"]
+    if kind != "single":
+        args += ["--processes", "2"]
+    if kind == "ray":
+        args += ["--ray"]
+    for env_id in envs:
+        args += ["--env", env_id]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, **RAY_ENV})
+    base = f"http://127.0.0.1:{port}"
+    url = base if kind == "single" else f"{base}/v1/cluster"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} did not start: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                r = httpx.get(url if kind != "single" else f"{base}/health", timeout=5)
+                if r.status_code == 200 and (kind == "single" or
+                                             all(h["state"] == "up" for h in r.json()["holders"])):
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _steps_per_s(url: str, env_id: str, episodes: int, seconds: float) -> float:
+    """Steps/s of `episodes` coroutines stepping for `seconds` (episodes that end start again)."""
+    client = AsyncEnvClient(url)
+    stop_at = 0.0
+    counts = [0] * episodes
+    created = [0]
+
+    async def one(k: int) -> None:
+        made = await client.create_episode(env_id, seed=k)
+        created[0] += 1
+        await started.wait()
+        i = 0
+        while time.perf_counter() < stop_at:
+            result = await client.step(made.episode_id, action(env_id, i))
+            counts[k] += 1
+            i += 1
+            if result.terminated or result.truncated:
+                await client.close_episode(made.episode_id)
+                made = await client.create_episode(env_id, seed=k + 1000 * i)
+        await client.close_episode(made.episode_id)
+
+    started = asyncio.Event()
+    tasks = [asyncio.create_task(one(k)) for k in range(episodes)]
+    while created[0] < episodes:  # every episode made before the window opens
+        await asyncio.sleep(0.05)
+    began = time.perf_counter()
+    stop_at = began + seconds
+    started.set()
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - began
+    await client.aclose()
+    return sum(counts) / elapsed
+
+
+def _holder_pid(url: str) -> int:
+    port = int(url.rsplit(":", 1)[1])
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                sockets.add(f"socket:[{f[9]}]")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if any(os.readlink(fd) in sockets for fd in (entry / "fd").iterdir()):
+                    return int(entry.name)
+            except OSError:
+                continue
+    raise RuntimeError(f"no process listens on {port}")
+
+
+async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> dict[str, float]:
+    """`episodes` live episodes step in rounds; after `steps_before` rounds a holder is SIGKILLed with
+    steps in flight; latencies before and in the second after, replay cost, episodes lost."""
+    client = AsyncEnvClient(url)
+    latencies: list[tuple[float, float]] = []
+    lost = 0
+    kill_at = [0.0]
+    rounds = steps_before * 2 + 4
+    created, all_made = [0], asyncio.Event()
+
+    async def one(k: int) -> None:
+        nonlocal lost
+        made = await client.create_episode(env_id, seed=k)
+        created[0] += 1
+        if created[0] == episodes:
+            all_made.set()
+        await all_made.wait()  # every episode live before the first step: the kill finds them all
+        for i in range(rounds):
+            began = time.perf_counter()
+            try:
+                result = await client.step(made.episode_id, action(env_id, i))
+            except Exception:  # counted: the aim is that none is lost
+                lost += 1
+                return
+            latencies.append((began, time.perf_counter() - began))
+            if i == steps_before and k == 0:
+                victim = made.episode_id.partition(".")[0]
+                holder = next(h for h in client.cluster.router.map.values() if h.holder == victim)
+                kill_at[0] = time.perf_counter()
+                os.kill(_holder_pid(holder.url), signal.SIGKILL)
+            if result.terminated or result.truncated:
+                await client.close_episode(made.episode_id)
+                made = await client.create_episode(env_id, seed=k + 1000 * (i + 1))
+        await client.close_episode(made.episode_id)
+
+    await asyncio.gather(*(one(k) for k in range(episodes)))
+    stats = client.cluster.stats
+    await client.aclose()
+    before = [d for t, d in latencies if t < kill_at[0]]
+    during = [d for t, d in latencies if kill_at[0] <= t < kill_at[0] + 1.0]
+    return {"p99_before_ms": float(np.percentile(before, 99)) * 1e3,
+            "p99_kill_s_ms": float(np.percentile(during, 99)) * 1e3 if during else float("nan"),
+            "max_kill_s_ms": max(during, default=float("nan")) * 1e3,
+            "replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
+            "ms_per_replayed_step": stats.seconds / max(stats.steps, 1) * 1e3,
+            "lost": lost + stats.lost}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
+    parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
+    parser.add_argument("--no-ray", dest="ray", action="store_false", help="skip the Ray rows")
+    args = parser.parse_args()
+    seconds = args.seconds or (2.0 if args.quick else 10.0)
+    envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
+    sizes = (16,) if args.quick else (64, 512)
+    console = Console()
+    console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+                  f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
+
+    kinds = ["single", "processes"] + (["ray"] if args.ray else [])
+    table = Table(title="steps/s through one AsyncEnvClient")
+    for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
+                "Ray / processes") if args.ray else ()), "load avg"):
+        table.add_column(col, justify="right")
+    with ExitStack() as stack:  # all up at once: each row measures every kind back to back
+        urls = {kind: stack.enter_context(served(kind, (ECHO, FLIGHTS))) for kind in kinds}
+        for env_id, n in sorted(((e, n) for e in envs for n in sizes), key=lambda r: (r[1], r[0] == ECHO)):
+            rate = {kind: asyncio.run(_steps_per_s(urls[kind], env_id, n, seconds)) for kind in kinds}
+            one, two = rate["single"], rate["processes"]
+            row = [env_id.split("/")[1], str(n), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}"]
+            if args.ray:
+                row += [f"{rate['ray']:,.0f}", f"{rate['ray'] / one:.2f}", f"{rate['ray'] / two:.2f}"]
+            row.append(f"{os.getloadavg()[0]:.1f}")
+            table.add_row(*row)
+            console.print(" | ".join(row))
+    console.print(table)
+
+    kill_env, kill_n = (ECHO, 32) if args.quick else (ECHO, 256)
+    replay_env, replay_n = (FLIGHTS, 8) if args.quick else (FLIGHTS, 64)
+    kill_table = Table(title="a holder killed (SIGKILL) with steps in flight, 2 processes")
+    for col in ("env", "live episodes", "p99 before (ms)", "p99 in the kill's second (ms)", "max (ms)",
+                "replayed episodes", "replayed steps", "ms per replayed step", "episodes lost", "load avg"):
+        kill_table.add_column(col, justify="right")
+    for env_id, n, before in ((kill_env, kill_n, 4), (replay_env, replay_n, 10)):
+        with served("processes", (ECHO, FLIGHTS)) as url:
+            got = asyncio.run(_kill_run(url, env_id, n, before))
+        kill_table.add_row(env_id.split("/")[1], str(n), f"{got['p99_before_ms']:.1f}",
+                           f"{got['p99_kill_s_ms']:.1f}", f"{got['max_kill_s_ms']:.1f}",
+                           str(got["replayed_episodes"]), str(got["replayed_steps"]),
+                           f"{got['ms_per_replayed_step']:.2f}", str(got["lost"]),
+                           f"{os.getloadavg()[0]:.1f}")
+        if got["lost"]:
+            console.print(kill_table)
+            console.print(f"[red]{got['lost']} episodes lost[/red]")
+            return 1
+    console.print(kill_table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""A real cluster (`agentrl serve --processes N`, or `--ray` with N actors) in a child process, and
+what tests do to it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from support import free_port, unavailable
+
+ECHO = "agentrl/Echo-v0"
+FLIGHTS = "agentrl/Flights-v0"
+START_TIMEOUT_S = 180.0  # a loaded two-core machine starts two servers importing the envs slowly
+
+
+# Ray on loopback only: every Ray service binds 127.0.0.1 (see Ray's single-machine switch)
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+           "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+class ServedCluster:
+    """A cluster of `kind` "processes" or "ray" (a local Ray started by the command, actors taking
+    half a CPU each so that a two-core machine holds four) on a free loopback port; `stop()` ends
+    it as Ctrl-C would."""
+
+    def __init__(self, kind: str = "processes", holders: int = 2,
+                 envs: tuple[str, ...] = (ECHO, FLIGHTS)) -> None:
+        self.kind = kind
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.discovery = f"{self.url}/v1/cluster"
+        args = [sys.executable, "-m", "agentrl", "serve", "--processes", str(holders),
+                "--port", str(self.port), "--no-ui"]
+        if kind == "ray":
+            args += ["--ray", "--ray-cpus", "0.5"]
+        for env_id in envs:
+            args += ["--env", env_id]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **RAY_ENV})
+
+    def holders(self) -> list[dict[str, Any]]:
+        return httpx.get(self.discovery, timeout=10).json()["holders"]
+
+    def wait(self, predicate, timeout_s: float = START_TIMEOUT_S, what: str = "the cluster") -> Any:
+        """Poll the holder map until `predicate(holders)` is truthy; fail past `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"the cluster exited: {self.proc.stderr.read()[-2000:]}"
+            try:
+                holders = self.holders()
+            except httpx.HTTPError:
+                holders = None
+            if holders is not None and (got := predicate(holders)):
+                return got
+            time.sleep(0.1)
+        raise AssertionError(f"{what} not reached in {timeout_s} s: {holders}")
+
+    def wait_up(self, count: int) -> list[dict[str, Any]]:
+        """The holders up, once `count` are and none is starting."""
+        def ready(hs):
+            up = [h for h in hs if h["state"] == "up"]
+            return up if len(up) >= count and not any(h["state"] == "starting" for h in hs) else None
+        return self.wait(ready)
+
+    def ensure_up(self, count: int) -> list[dict[str, Any]]:
+        """At least `count` holders up and answering, adding some where killed ones are gone for good
+        (Ray actors are not started again); waits out a map that still calls a killed holder up."""
+        def answers(holder):
+            try:
+                return httpx.get(f"{holder['url']}/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            holders = self.holders()
+            up = [h for h in holders if h["state"] == "up" and answers(h)]
+            starting = [h for h in holders if h["state"] == "starting"]
+            if len(up) >= count and not starting:
+                return up
+            if len(up) + len(starting) < count and all(h["state"] != "up" or answers(h) for h in holders):
+                r = httpx.post(f"{self.discovery}/holders", json={"n": count - len(up) - len(starting)},
+                               timeout=START_TIMEOUT_S)
+                assert r.status_code == 201, r.text
+            time.sleep(0.2)
+        raise AssertionError(f"{count} holders not up in {START_TIMEOUT_S} s: {self.holders()}")
+
+    def children(self) -> list[int]:
+        """Process ids of the cluster command's child processes."""
+        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        return [int(pid) for pid in path.read_text().split()]
+
+    def holder_pid(self, holder: str) -> int:
+        """The process listening on the holder's port (a child process, or a Ray actor's worker)."""
+        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
+        return pid_listening_on(int(url.rsplit(":", 1)[1]))
+
+    def kill_holder(self, holder: str) -> None:
+        os.kill(self.holder_pid(holder), signal.SIGKILL)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def pid_listening_on(port: int) -> int:
+    """The process holding the listening TCP socket on `port` (read from /proc, Linux)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    return int(entry.name)
+        except OSError:  # another user's process, or one that just ended
+            continue
+    raise AssertionError(f"no process listens on port {port}")
+
+
+def need_ray() -> None:
+    """Skip where Ray (the [cluster] extra) is not installed; fail under CI."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        unavailable("ray is not installed (pip install agentrl-gym[cluster])")
