@@ -30,7 +30,12 @@ from packaging.utils import canonicalize_name
 
 DIST = "agentrl-gym"
 # modules that are program text for elsewhere, not imports of this process
-NOT_IMPORTED = {"agentrl.sandbox_server.agent": "the in-container agent, run by check_sandbox"}
+NOT_IMPORTED = {
+    "agentrl.sandbox_server.agent": "the in-container agent, run by check_sandbox",
+    "agentrl.sandbox_server.agent_files": "the in-container agent's file operations, sent along with it",
+}
+# import names that differ from their distribution's name (a missing one is matched to its extra by this)
+DISTRIBUTION_OF = {"gem": "gem-llm"}
 START_TIMEOUT_S = 120.0
 
 
@@ -225,7 +230,8 @@ def check_imports(lacking: dict[str, list[str]]) -> None:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            top = canonicalize_name((exc.name or "").split(".")[0])
+            top_module = (exc.name or "").split(".")[0]
+            top = canonicalize_name(DISTRIBUTION_OF.get(top_module, top_module))
             (allowed if top in missing_ok else failed).append(f"{name}: {exc}")
         except Exception as exc:
             failed.append(f"{name}: {type(exc).__name__}: {exc}")
