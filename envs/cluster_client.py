@@ -157,12 +157,13 @@ class Router:
     # --- routing -----------------------------------------------------------------------------
     def route(self, call: Call[Any]) -> Generator[Request, Outcome, Any]:
         """Run `call` on the cluster: yields requests, is sent their outcomes, returns the answer."""
-        if call.method == "POST" and call.path == f"{API_PREFIX}/episodes":
+        op = call.body.get("op") if call.step and call.body else None
+        if op == "create" or (call.method == "POST" and call.path == f"{API_PREFIX}/episodes"):
             return (yield from self._create(call))
         if call.path == f"{API_PREFIX}/step":
             return (yield from self._step_batch(call))
         episode_id = call.body.get("episode_id") if call.step and call.body else None
-        verb = "step"
+        verb = _VERB_OF_OP.get(op, "step")  # the channel's lifecycle items, named as their HTTP routes
         if episode_id is None:
             match = _EPISODE_PATH.fullmatch(call.path)
             if match is None:  # about the envs, not an episode: any holder answers alike
@@ -335,6 +336,10 @@ class Router:
         self._forget(episode_id)
         raise EpisodeLostError(episode_id, f"replayed on another server, {what} of {recipe.env_id} answered "
                                "differently (its world is not deterministic: see fork_divergence)")
+
+
+# A `/v1/ws` frame item's `op` (none for a step), as `route` names the call it stands for.
+_VERB_OF_OP = {"reset": "reset", "close": "DELETE", "fork": "fork"}
 
 
 def _is_loss(got: Outcome) -> bool:

@@ -361,7 +361,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     forks = Forks(registry)
     app.include_router(fork_router(forks))  # fork an episode, read its trajectory record
     # steps and lifecycle calls over one persistent connection, many per frame (see `agentrl.server.mux`)
-    calls = FrameCalls(registry, forks)
+    calls = FrameCalls(registry, forks, lambda env_id: metrics.episodes_replayed.labels(env_id).inc())
     step_socket = mux.StepSocket(calls.now, calls.many, registry.dispatch.target_s, metrics)
     app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, step_socket=step_socket,
                        metrics=metrics)

@@ -24,9 +24,11 @@ _Now = Callable[..., "bytes | None"]
 class FrameCalls:
     """Runs frame items on one registry: `now` and `many` are what `mux.StepSocket` calls."""
 
-    def __init__(self, registry: EpisodeRegistry, forks: Forks) -> None:
+    def __init__(self, registry: EpisodeRegistry, forks: Forks,
+                 on_replay: Callable[[str], None] | None = None) -> None:
         self.registry = registry
         self.forks = forks
+        self.on_replay = on_replay  # told the env id of every create that replays a lost episode
         self._now: dict[str, _Now] = {
             "step": registry.step_now, "create": registry.create_now, "reset": registry.reset_now,
             "close": registry.close_now, "fork": _never,
@@ -34,7 +36,10 @@ class FrameCalls:
 
     def now(self, item: FrameItem, busy: Container[str] = ()) -> bytes | None:
         """The item's encoded `BatchResult` if it can run at once, here; else None."""
-        return self._now[item.op](item, busy)
+        answer = self._now[item.op](item, busy)
+        if answer is not None and isinstance(item, CreateCall):
+            self._count_replay(item)
+        return answer
 
     async def many(self, items: Sequence[FrameItem]) -> list[bytes]:
         """Every item's encoded `BatchResult`, in order; items of one episode run in order."""
@@ -51,6 +56,7 @@ class FrameCalls:
             if isinstance(item, CreateCall):
                 _, answer = await registry.create(item.env_id, item.seed, item.options, item.env_kwargs,
                                                   item.request_id)
+                self._count_replay(item)
                 return result_item(answer["episode_id"], 201, dumps(answer))
             if isinstance(item, ResetCall):
                 ep = registry.get(item.episode_id)
@@ -65,6 +71,11 @@ class FrameCalls:
             return result_item(item.episode_id, 201, dumps({"episodes": made}))
         except ApiError as exc:
             return registry.error_item(episode_id, exc)
+
+
+    def _count_replay(self, item: CreateCall) -> None:
+        if item.replay_of is not None and self.on_replay is not None:
+            self.on_replay(item.env_id)
 
 
 def _never(item: ForkCall, busy: Container[str] = ()) -> None:
