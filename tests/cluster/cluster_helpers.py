@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -102,7 +103,21 @@ class ServedCluster:
         return pid_listening_on(int(url.rsplit(":", 1)[1]))
 
     def kill_holder(self, holder: str) -> None:
-        os.kill(self.holder_pid(holder), signal.SIGKILL)
+        """SIGKILL every process that holds the holder's listening socket (a forked process may hold
+        it too), and return once its port refuses connections, so the kill has landed."""
+        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
+        port = int(url.rsplit(":", 1)[1])
+        for pid in pids_listening_on(port):
+            if pid not in (self.proc.pid, os.getpid()):  # the cluster's parent, or this test, may hold it
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"holder {holder} still accepts connections on {port} 10 s after SIGKILL")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -124,6 +139,11 @@ def alive(pid: int) -> bool:
 
 def pid_listening_on(port: int) -> int:
     """The process holding the listening TCP socket on `port` (read from /proc, Linux)."""
+    return pids_listening_on(port)[0]
+
+
+def pids_listening_on(port: int) -> list[int]:
+    """Every process holding the listening TCP socket on `port` (read from /proc, Linux)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
@@ -131,16 +151,18 @@ def pid_listening_on(port: int) -> int:
                 fields = line.split()
                 if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                     inodes.add(f"socket:[{fields[9]}]")
+    pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            for fd in (entry / "fd").iterdir():
-                if os.readlink(fd) in inodes:
-                    return int(entry.name)
+            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                pids.append(int(entry.name))
         except OSError:  # another user's process, or one that just ended
             continue
-    raise AssertionError(f"no process listens on port {port}")
+    if not pids:
+        raise AssertionError(f"no process listens on port {port}")
+    return pids
 
 
 def need_ray() -> None:
