@@ -123,6 +123,7 @@ def test_a_killed_holder_loses_no_episode_with_steps_in_flight(cluster):
         started = asyncio.Event()
         rounds = [asyncio.Event() for _ in range(steps)]
         arrived = [0] * steps
+        killed = asyncio.Event()
 
         async def round_done(i):
             arrived[i] += 1
@@ -130,6 +131,8 @@ def test_a_killed_holder_loses_no_episode_with_steps_in_flight(cluster):
                 rounds[i].set()
             if i >= 1:  # everyone finishes round i-1 before round i starts: the kill lands mid-round
                 await rounds[i - 1].wait()
+            if i >= 4:  # round 3 may be over by the time the kill lands; round 4 surely meets it
+                await killed.wait()
 
         tasks = [asyncio.create_task(_run_episode(client, e, s, steps, started, round_done))
                  for e, s in specs]
@@ -137,6 +140,7 @@ def test_a_killed_holder_loses_no_episode_with_steps_in_flight(cluster):
         victim = holder_of(next(iter(client.cluster.router.recipes)))
         await asyncio.sleep(0.005)  # round 3's steps are on the wire
         cluster.kill_holder(victim)
+        killed.set()
         done = await asyncio.wait_for(asyncio.gather(*tasks), timeout=240)
         stats = client.cluster.stats
         await client.aclose()
