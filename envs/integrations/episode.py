@@ -140,11 +140,20 @@ class AsyncEpisode:
             raise ValueError("pass an AsyncEnvClient exactly when the env is served")
         self.source = source
         self.client = client
+        self.owns_client = False  # `owning` made the client: `close` closes it too
         self.env: gym.Env | None = None
         self.episode_id: str | None = None
         self.reward = 0.0
         self.done = True
         self.info: dict[str, Any] = {}
+
+    @classmethod
+    def owning(cls, source: EnvSource) -> AsyncEpisode:
+        """An episode with a client of its own where `source` is served (one per framework rollout
+        object, where nothing else holds a client); `close` closes that client after the episode."""
+        episode = cls(source, source.async_client() if source.base_url is not None else None)
+        episode.owns_client = episode.client is not None
+        return episode
 
     async def start(self, row: Mapping[str, Any]) -> str:
         begin = EpisodeStart.from_row(row)
@@ -174,14 +183,20 @@ class AsyncEpisode:
         return result
 
     async def close(self) -> None:
-        """Delete the server-side episode, or close the local env; safe to call twice."""
+        """Delete the server-side episode, or close the local env, then the client if this episode
+        owns it; safe to call twice."""
         self.done = True
-        if self.episode_id is not None and self.client is not None:
-            episode_id, self.episode_id = self.episode_id, None
-            await self.client.close_episode(episode_id)
-        if self.env is not None:
-            env, self.env = self.env, None
-            await asyncio.to_thread(env.close)
+        try:
+            if self.episode_id is not None and self.client is not None:
+                episode_id, self.episode_id = self.episode_id, None
+                await self.client.close_episode(episode_id)
+            if self.env is not None:
+                env, self.env = self.env, None
+                await asyncio.to_thread(env.close)
+        finally:
+            if self.owns_client and self.client is not None:
+                client, self.client = self.client, None
+                await client.aclose()
 
 
 def task_text(observation: str) -> str:

@@ -54,8 +54,7 @@ class AgentrlAgentInstance(AgentInstanceBase):
     source: EnvSource
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.client = self.source.async_client() if self.source.base_url is not None else None
-        self.episode = AsyncEpisode(self.source, self.client)
+        self.episode = AsyncEpisode.owning(self.source)
 
     async def reset(self, states: dict, **kwargs: Any) -> dict:
         observation = await self.episode.start(episode_row(states.get("label")))
@@ -73,12 +72,7 @@ class AgentrlAgentInstance(AgentInstanceBase):
 
     async def close(self) -> None:
         """Delete the server-side episode, then the client; safe to call twice."""
-        try:
-            await self.episode.close()
-        finally:
-            if self.client is not None:
-                client, self.client = self.client, None
-                await client.aclose()
+        await self.episode.close()
 
 
 class AgentrlAgentExecutor(AgentExecutorBase):

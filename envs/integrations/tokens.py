@@ -94,8 +94,7 @@ class TokenEpisode(TokenTranscript):
     def __init__(self, source: EnvSource, tokenizer: Any, *, tools: Sequence[Mapping[str, Any]] | None = None,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
         super().__init__(tokenizer, tools=tools, chat_template_kwargs=chat_template_kwargs)
-        self.client = source.async_client() if source.base_url is not None else None
-        self.episode = AsyncEpisode(source, self.client)
+        self.episode = AsyncEpisode.owning(source)
 
     async def open(self, row: Mapping[str, Any], system: Sequence[Mapping[str, Any]] = ()) -> list[int]:
         """Open the row's episode; returns the prompt ids."""
@@ -117,12 +116,7 @@ class TokenEpisode(TokenTranscript):
 
     async def close(self) -> None:
         """Delete the server-side episode, then the client; safe to call twice."""
-        try:
-            await self.episode.close()
-        finally:
-            if self.client is not None:
-                client, self.client = self.client, None
-                await client.aclose()
+        await self.episode.close()
 
 
 class _TemplateKwargs:
