@@ -84,6 +84,7 @@ class AskFirst:
         self.policy = policy
         self.one_by_one = one_by_one
         self.first: str | None = None
+        self.first_info: dict[str, Any] = {}
         self.pending: list[str] = []
         self.replies: list[str] = []
         if hasattr(policy, "feedback"):
@@ -95,7 +96,7 @@ class AskFirst:
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
         if REQUEST_HEADING in observation:
-            self.first, self.replies = observation, []
+            self.first, self.first_info, self.replies = observation, info, []
             opening = self._opening()
             facts = [f for f in QUESTIONS if f != "booking" or "my booking" in opening]
             self.pending = [QUESTIONS[f] for f in facts] if self.one_by_one else [ALL_AT_ONCE]
@@ -106,7 +107,7 @@ class AskFirst:
         if self.pending:
             return self.pending.pop(0)
         whole, self.first = self._whole(), None
-        return self.policy(whole, info)
+        return self.policy(whole, self.first_info)  # the reset's info, as the first observation's
 
     def _opening(self) -> str:
         return self.first.split(REQUEST_HEADING, 1)[1].split("\n\n", 1)[0]
