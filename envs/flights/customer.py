@@ -31,6 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.core.results import StepResult
+from agentrl.core.trajectory import call_record
 from agentrl.flights.text import airport
 
 UNKNOWN_REPLY = "Sorry, I don't know what you mean. What do you need to know from me?"
@@ -111,6 +113,22 @@ class DeterministicCustomer:
 
     def opening(self) -> str:
         return opening(self.request)
+
+    def first_message(self) -> str:
+        """The opening as the first observation's request, with how to ask for the rest."""
+        return (f"{self.opening()}\n\n(The customer tells you more when asked: a message with no tool call "
+                "goes to the customer, and the reply is the next message.)")
+
+    def turn(self, action: str, step_calls: list[dict[str, Any]], reward: float,
+             info: dict[str, Any]) -> StepResult:
+        """An action with no tool call: the customer's reply as the step's result, recorded as a
+        `respond` call in `step_calls` (an empty message reaches no one)."""
+        message = action.strip()
+        reply = self.reply(message) if message else EMPTY_REPLY
+        if message:
+            step_calls.append(call_record("respond", {"content": message}, True, reply))
+        return StepResult(reply, reward, False, False,
+                          {"calls": [], "invalid_calls": 0, "source": "customer", **info})
 
     def reply(self, message: str) -> str:
         facts = asked(message)

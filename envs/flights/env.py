@@ -19,8 +19,7 @@ from sqlalchemy import Row
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
-from agentrl.core.trajectory import call_record
-from agentrl.flights.customer import EMPTY_REPLY, DeterministicCustomer
+from agentrl.flights.customer import DeterministicCustomer
 from agentrl.flights.episode import EpisodeDatabase
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
 from agentrl.flights.queries import (
@@ -194,18 +193,12 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             return self.task.text
         names = {p: self.world.passengers[p]["name"] for p in self.task.request["passengers"]}
         self.customer = DeterministicCustomer(self.task.request, names)
-        return (f"{self.customer.opening()}\n\n(The customer tells you more when asked: a message with no "
-                "tool call goes to the customer, and the reply is the next message.)")
+        return self.customer.first_message()
 
     def _act(self, action: str) -> StepResult:
         if self.customer is None or parse_tool_calls(action, self.max_calls_per_turn):
             return super()._act(action)
-        message = action.strip()
-        reply = self.customer.reply(message) if message else EMPTY_REPLY
-        if message:
-            self._step_calls.append(call_record("respond", {"content": message}, True, reply))
-        info = {"calls": [], "invalid_calls": 0, "source": "customer", **self._step_info()}
-        return StepResult(reply, self._step_reward(), False, False, info)
+        return self.customer.turn(action, self._step_calls, self._step_reward(), self._step_info())
 
     def _trace_meta(self) -> dict[str, Any]:
         return {"user": self.customer.settings()} if self.customer is not None else {}
