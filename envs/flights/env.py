@@ -131,7 +131,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._task_id_key = key_bytes(task_id_key)
         if user not in (None, "deterministic"):
             raise ValueError(f"user must be None (the whole request) or 'deterministic', not {user!r}")
-        self.user = user
+        self.user_kind = user
         self.customer: DeterministicCustomer | None = None
         self._open_database()
         self._reset_seed: int | None = None
@@ -189,7 +189,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
 
     def _request_text(self) -> str:
         """The request as the first observation gives it: whole, or the customer's opening."""
-        if self.user is None:
+        if self.user_kind is None:
             return self.task.text
         names = {p: self.world.passengers[p]["name"] for p in self.task.request["passengers"]}
         self.customer = DeterministicCustomer(self.task.request, names)
