@@ -88,6 +88,20 @@ def test_unsupported_tasks_are_refused_by_name(tmp_path):
         load(tmp_path, "base")
 
 
+def test_user_guidelines_from_the_tau2_data_tree(tmp_path):
+    """In τ²-bench's tree (data/tau2/domains/airline) the `llm` customer reads its simulator's guidelines."""
+    airline = tmp_path / "tau2" / "domains" / "airline"
+    airline.mkdir(parents=True)
+    for name in ("policy.md", "db.json", "tasks.json", "split_tasks.json"):
+        shutil.copy(DATA_TAU2 / name, airline / name)
+    assert load(airline, "base").user_guidelines is None
+    (tmp_path / "tau2" / "user_simulator").mkdir()
+    (tmp_path / "tau2" / "user_simulator" / "simulation_guidelines.md").write_text("Be a customer.")
+    assert load(airline, "train").user_guidelines == "Be a customer."
+    (airline / "user_guidelines.md").write_text("Mine first.")
+    assert load(airline, "test").user_guidelines == "Mine first."
+
+
 # --- tools --------------------------------------------------------------------------------------
 def test_tau2_tool_set():
     env = env_at(0)
