@@ -283,7 +283,7 @@ class ToolEnv(TextEnv):
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
-        specs = self.tool_specs()
+        specs = self._trace_tools()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
             + self._tools_text(specs)
