@@ -95,7 +95,6 @@ class TextEnv(gym.Env[str, str]):
         self.action_space = TextSpace(max_action_chars)
         self.observation_space = TextSpace(max_observation_chars)
         self.turn = 0
-        self.messages: list[dict[str, Any]] = []
         self._over = True
         self._log: EpisodeLog | None = None  # what replaying the episode needs
         self._trace: Trace | None = None  # the trajectory record so far
@@ -147,7 +146,6 @@ class TextEnv(gym.Env[str, str]):
         observation, info = self._begin(dict(options or {}))
         self._over = False
         observation = utf8_safe(clip_text(observation, self.observation_space.max_length))
-        self.messages = [{"role": "user", "content": observation}]
         info.setdefault("turn", 0)
         self._log = log
         env_id = self.spec.id if self.spec is not None else None
@@ -181,8 +179,6 @@ class TextEnv(gym.Env[str, str]):
         result.info["turn"] = self.turn
         self._over = result.terminated or result.truncated
         said = utf8_safe(action if isinstance(action, str) else repr(action))
-        self.messages.append({"role": "assistant", "content": said})
-        self.messages.append({"role": "user", "content": result.observation})
         self._log.actions.append(action)
         self._trace.add(
             said,
@@ -194,6 +190,12 @@ class TextEnv(gym.Env[str, str]):
             self._state_change(),
         )
         return result.as_tuple()
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The episode so far as chat turns (the first observation, then each action and its
+        observation): a view of the trajectory record, built when read (`Trace.messages`)."""
+        return [] if self._trace is None else self._trace.messages()
 
     def fork(self, n: int = 1) -> list[Self]:
         """n independent envs whose state (world, turn, transcript, random streams, trajectory so far)

@@ -63,8 +63,6 @@ def copy_env(env: E) -> E:
     for name, value in env.__dict__.items():
         if name in shared:
             state[name] = value
-        elif name == "messages":
-            state[name] = [dict(message) for message in value]
         elif name == "_forks":
             state[name] = []
         elif isinstance(value, (Trace, EpisodeLog)):
@@ -105,7 +103,6 @@ def replay_env(env: E) -> E:
     except BaseException:
         child.close()  # its container, its database: nothing of a failed fork is left behind
         raise
-    child.messages = [dict(message) for message in env.messages]
-    child._trace = trace.copy()
+    child._trace = trace.copy()  # and with it the parent's messages, the ones a policy continues from
     child.fork_divergence = diverged
     return child

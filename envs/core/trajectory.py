@@ -1,16 +1,21 @@
 """An episode as a structured record: every step's action, parsed calls, results and state change.
 
-A transcript (`env.messages`) is the text a model saw; a trajectory record keeps what the text
-alone loses: which tools were called with which arguments, what each returned, the reward and
-flags of every step, the rows each step changed in the world, and the forks taken from the episode,
-so that it is a tree, not a line. `record` builds the JSON-serialisable record
-(`agentrl.trajectory/1`); `transcript` turns a whole record back into the messages.
+The record is the one account of an episode an env keeps; everything else that shows an episode
+is a view of it, computed when asked for, so that no second list has to be kept in step with it:
+the chat messages (`env.messages`, `transcript`), the server's trajectory route, SFT lines
+(`agent-train sft` reads records; `agentrl demo --sft` converts them) and the demo's summary.
+Besides the text a model saw, a record keeps what the text alone loses: which tools were called
+with which arguments, what each returned, the reward and flags of every step, the rows each step
+changed in the world, and the forks taken from the episode, so that it is a tree, not a line.
+`record` builds the JSON-serialisable record (`agentrl.trajectory/1`); `transcript` turns a whole
+record back into the messages.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 TRAJECTORY_FORMAT = "agentrl.trajectory/1"
@@ -67,6 +72,10 @@ class Trace:
             }
         )
 
+    def messages(self) -> list[dict[str, str]]:
+        """The chat so far, as `env.messages` shows it (see `transcript`)."""
+        return chat_messages(self.observation, self.steps)
+
     def copy(self) -> Trace:
         return Trace(self.env_id, self.task_id, self.seed, self.observation, self.tools, list(self.steps),
                      self.meta)
@@ -113,8 +122,13 @@ def _step_record(step: dict[str, Any]) -> dict[str, Any]:
 def transcript(trajectory: dict[str, Any]) -> list[dict[str, str]]:
     """The chat messages of a whole record (not a fork's part): the first observation, then each
     step's action and observation, as `env.messages` holds them."""
-    messages = [{"role": "user", "content": trajectory["observation"]}]
-    for step in trajectory["steps"]:
+    return chat_messages(trajectory["observation"], trajectory["steps"])
+
+
+def chat_messages(observation: str, steps: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
+    """The first observation as a user turn, then each step's action (assistant) and observation (user)."""
+    messages = [{"role": "user", "content": observation}]
+    for step in steps:
         messages.append({"role": "assistant", "content": step["action"]})
         messages.append({"role": "user", "content": step["observation"]})
     return messages
