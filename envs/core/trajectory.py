@@ -14,8 +14,8 @@ record back into the messages.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 TRAJECTORY_FORMAT = "agentrl.trajectory/1"
