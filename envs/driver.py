@@ -52,11 +52,12 @@ class Outcome:
     turns: int = 0
     terminated: bool = False
     truncated: bool = False
+    last_observation: str = ""  # the last step's observation (the first before a step)
     last_info: dict[str, Any] = field(default_factory=dict)  # the last step's info (the reset's before one)
     env_s: float = 0.0  # seconds spent waiting on the env's reset and steps
 
     def __post_init__(self) -> None:
-        self.last_info = self.info
+        self.last_observation, self.last_info = self.observation, self.info
 
     @property
     def done(self) -> bool:
@@ -66,7 +67,7 @@ class Outcome:
         self.reward += float(result.reward)
         self.turns += 1
         self.terminated, self.truncated = bool(result.terminated), bool(result.truncated)
-        self.last_info = result.info
+        self.last_observation, self.last_info = result.observation, result.info
         self.env_s += seconds
         return result
 
