@@ -38,7 +38,10 @@ class StateChange(Protocol):
 class Trace:
     """The record of one episode as it grows: the header at reset, then one dict per step.
 
-    Step dicts are never changed once added, so a fork shares them with its parent (`copy`)."""
+    It is also what replaying the episode into a fork needs (`fork.replay_env`): the reset's seed,
+    options and the generator's state before the world was built, then each action as the env
+    received it (`replay_actions`); those stay out of the record. Step dicts are never changed
+    once added, so a fork shares them with its parent (`copy`)."""
 
     env_id: str | None
     task_id: str | None
@@ -49,9 +52,15 @@ class Trace:
     # what else produced the episode besides the env's arguments (a simulated user's model and
     # sampling settings); a record carries it as `meta` when there is any
     meta: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # the reset's options
+    rng_state: dict[str, Any] = field(default_factory=dict)  # the generator's, before the world was built
+    # the actions whose recorded text is not what the env received (not text, or not valid UTF-8),
+    # by step index: a replay must feed the env the very same input
+    received: dict[int, Any] = field(default_factory=dict)
 
     def add(
         self,
+        received: Any,
         action: str,
         calls: list[dict[str, Any]],
         observation: str,
@@ -60,6 +69,8 @@ class Trace:
         truncated: bool,
         state_change: dict[str, Any] | StateChange | None,
     ) -> None:
+        if not (isinstance(received, str) and received == action):
+            self.received[len(self.steps)] = received
         self.steps.append(
             {
                 "action": action,
@@ -76,9 +87,13 @@ class Trace:
         """The chat so far, as `env.messages` shows it (see `transcript`)."""
         return chat_messages(self.observation, self.steps)
 
+    def replay_actions(self) -> list[Any]:
+        """Every action as the env received it, in order."""
+        return [self.received.get(i, step["action"]) for i, step in enumerate(self.steps)]
+
     def copy(self) -> Trace:
         return Trace(self.env_id, self.task_id, self.seed, self.observation, self.tools, list(self.steps),
-                     self.meta)
+                     self.meta, self.options, self.rng_state, dict(self.received))
 
 
 class Traced(Protocol):
