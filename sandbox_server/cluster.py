@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -34,7 +35,13 @@ from typing import Any
 import httpx
 
 from agentrl.sandbox_server.client import AsyncSandboxClient, SandboxClient
-from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo, holder_of
+from agentrl.sandbox_server.discovery import (
+    CLUSTER_PATH,
+    NEAR_ENV_VAR,
+    SandboxClusterMap,
+    SandboxHolderInfo,
+    holder_of,
+)
 from agentrl.sandbox_server.errors import CapacityError, SandboxDead, SandboxError, SandboxNotFound
 from agentrl.sandbox_server.models import ExecResult
 
@@ -102,7 +109,8 @@ def _holder_gone(outcome: Outcome) -> bool:
 class _Routes:
     """The holder map as last read and this client's own counts, no I/O: see the module docstring."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, near: str | None = None) -> None:
+        self.near = near
         url = url.rstrip("/")
         self.base = url[: -len(CLUSTER_PATH)] if url.endswith(CLUSTER_PATH) else url
         self.map: dict[str, SandboxHolderInfo] = {}
@@ -140,6 +148,8 @@ class _Routes:
         if not choices:
             states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
             raise CapacityError(f"no sandbox server of {self.base} is up (holders: {states})")
+        if self.near in choices:
+            return self.near  # type: ignore[return-value]
         return min(choices, key=lambda n: (self.map[n].live_sandboxes + self.own.get(n, 0), n))
 
     def lose(self, name: str) -> None:
@@ -337,11 +347,13 @@ class SandboxCluster:
     """Creates sandboxes on the servers behind one address: `SandboxCluster(url).create(...)`.
 
     `url` is the address of `agentrl sandbox serve --processes N` (with or without `/v1/cluster`);
-    `token` is sent to it and to every holder.
+    `token` is sent to it and to every holder. `near` names a holder that takes every new sandbox
+    while it is up (default: `$AGENTRL_SANDBOX_NEAR`, which an env server on Ray sets to its node's).
     """
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 120.0) -> None:
-        self._routes = _Routes(url)
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 120.0,
+                 near: str | None = None) -> None:
+        self._routes = _Routes(url, near if near is not None else os.environ.get(NEAR_ENV_VAR))
         self._token, self._timeout = token, timeout
         self.http = httpx.Client(headers=_headers(token), timeout=timeout)
         self._clients: dict[str, SandboxClient] = {}
@@ -456,8 +468,9 @@ class AsyncClusterSandbox:
 class AsyncSandboxCluster:
     """The async twin of `SandboxCluster`."""
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 120.0) -> None:
-        self._routes = _Routes(url)
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 120.0,
+                 near: str | None = None) -> None:
+        self._routes = _Routes(url, near if near is not None else os.environ.get(NEAR_ENV_VAR))
         self._token, self._timeout = token, timeout
         self.http = httpx.AsyncClient(headers=_headers(token), timeout=timeout)
         self._clients: dict[str, AsyncSandboxClient] = {}

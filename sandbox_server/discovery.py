@@ -17,6 +17,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 CLUSTER_PATH = "/v1/cluster"
+# the holder a process's cluster clients prefer while it is up (its own node's server, on Ray)
+NEAR_ENV_VAR = "AGENTRL_SANDBOX_NEAR"
 HOLDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
