@@ -62,6 +62,9 @@ class HolderActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
     def stop(self) -> None:
         """Close every episode and stop serving (the actor is killed after)."""
         self.server.should_exit = True
