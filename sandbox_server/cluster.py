@@ -161,13 +161,14 @@ class _Routes:
         got: Outcome = None
         for _ in range(MAX_TRIES):
             name = yield from self.pick()
+            self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
             got = yield _Request("holder", "create", kwargs=kwargs, holder=name)
-            if isinstance(got, httpx.TransportError | CapacityError):
-                self.lose(name)
-                continue
             if isinstance(got, BaseException):
+                self.drop(name)
+                if isinstance(got, httpx.TransportError | CapacityError):
+                    self.lose(name)
+                    continue
                 raise got
-            self.own[name] = self.own.get(name, 0) + 1
             return name, got
         assert isinstance(got, BaseException)
         raise got
