@@ -203,8 +203,9 @@ def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE"], include_in_schema=False)
     async def elsewhere(path: str) -> JSONResponse:
         return JSONResponse({"detail": f"this address serves several sandbox servers: read {CLUSTER_PATH} "
-                             "and call the holder a sandbox id names (agentrl.sandbox_server.SandboxCluster "
-                             "does it)", "kind": "cluster_address"}, 421)
+                             "and call the server a sandbox id names (agentrl.sandbox_server.SandboxCluster "
+                             f"does it when given this address's {CLUSTER_PATH} URL)",
+                             "kind": "cluster_address"}, 421)
 
     return app
 

@@ -145,12 +145,13 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
     try:
         pool = RayPool(config, log_level, num_cpus)
         if sandboxes:
+            from agentrl.sandbox_server.discovery import CLUSTER_PATH
             from agentrl.server.ray_sandboxes import SANDBOX_PATH, NodeSandboxes, add_sandbox_map
 
             node_sandboxes = pool.sandboxes = NodeSandboxes(config.resolved_token(), config.host,
                                                             log_level=log_level)
             host = config.host if config.host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
-            pool.sandbox_url = f"http://{host}:{config.port}{SANDBOX_PATH}"
+            pool.sandbox_url = f"http://{host}:{config.port}{SANDBOX_PATH}{CLUSTER_PATH}"
         app = cluster_app(pool, holders, config.resolved_token())
         if node_sandboxes is not None:
             add_sandbox_map(app, node_sandboxes)

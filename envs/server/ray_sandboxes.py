@@ -10,7 +10,7 @@ nodes offering the custom resource `docker` get one when any node offers it (`ra
 
 The cluster's address serves their map at `/sandboxes/v1/cluster` (the shape `agentrl sandbox
 serve --processes` serves at `/v1/cluster`), and every env-server actor gives Bash-v0 and Code-v0
-`sandbox_url=<address>/sandboxes` and names its own node's server as the one to prefer
+`sandbox_url=<address>/sandboxes/v1/cluster` and names its own node's server as the one to prefer
 (`AGENTRL_SANDBOX_NEAR` in its process, read by `SandboxCluster`): each episode's sandbox is on its
 own node while that server is up, and when it is lost the sandbox is replayed into another node's
 (`agentrl.sandbox_server.cluster`). Nodes that join later get a server when holders are next added.

@@ -187,16 +187,18 @@ def need_docker() -> None:
 class ServedSandboxes:
     """`agentrl sandbox serve --processes N` in a child process on a free loopback port."""
 
-    def __init__(self, processes: int = 2, pool_size: int = 1) -> None:
+    def __init__(self, processes: int = 2, pool_size: int = 1, token: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        env = {k: v for k, v in os.environ.items() if k != "AGENTRL_SANDBOX_TOKEN"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentrl", "sandbox", "serve", "--processes", str(processes),
-             "--port", str(self.port), "--pool-size", str(pool_size)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             "--port", str(self.port), "--pool-size", str(pool_size), *(["--token", token] if token else [])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
     def holders(self) -> list[dict[str, Any]]:
-        return httpx.get(f"{self.url}/v1/cluster", timeout=10).json()["holders"]
+        return httpx.get(f"{self.url}/v1/cluster", timeout=10, headers=self.headers).json()["holders"]
 
     def wait_up(self, count: int, timeout_s: float = START_TIMEOUT_S) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout_s

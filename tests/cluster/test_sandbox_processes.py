@@ -5,6 +5,7 @@ Real processes, the real Docker engine, loopback only."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -18,7 +19,7 @@ from cluster_helpers import ServedCluster, ServedSandboxes, need_docker
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import EnvClient
 from agentrl.cluster_client import EpisodeLostError
-from agentrl.sandbox_server import SandboxCluster, SandboxLost, SandboxNotFound
+from agentrl.sandbox_server import AsyncSandboxCluster, SandboxCluster, SandboxLost, SandboxNotFound
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 BASH = "agentrl/Bash-v0"
@@ -60,6 +61,39 @@ def test_sandboxes_spread_over_the_servers_and_calls_go_to_their_holder(sandboxe
     assert r.status_code == 421 and "/v1/cluster" in r.json()["detail"]
 
 
+def test_the_async_client_spreads_routes_and_replays(sandboxes):
+    sandboxes.wait_up(2)
+
+    async def run() -> None:
+        async with AsyncSandboxCluster(sandboxes.url + "/v1/cluster") as cluster:
+            made = await asyncio.gather(cluster.create(), cluster.create())  # in flight together: spread
+            assert len({s.holder for s in made}) == 2
+            await made[0].exec("export MARK=async")
+            sandboxes.kill_holder(made[0].holder)
+            out = await made[0].exec("echo $MARK")
+            assert out.stdout == "async\n" and made[0].replays == 1
+            assert (await made[1].exec("echo $((6 * 7))")).stdout == "42\n"
+            for s in made:
+                await s.aclose()
+
+    asyncio.run(run())
+    sandboxes.wait_up(2)
+
+
+def test_a_token_guards_the_map_and_every_server():
+    need_docker()
+    served = ServedSandboxes(2, pool_size=0, token="s3cret-token")
+    try:
+        served.wait_up(2)
+        assert httpx.get(f"{served.url}/v1/cluster").status_code == 401
+        holder_url = served.holders()[0]["url"]
+        assert httpx.post(f"{holder_url}/v1/sandboxes", json={}).status_code == 401
+        with SandboxCluster(served.url, token="s3cret-token") as cluster, cluster.create() as sandbox:
+            assert sandbox.exec("echo ok").stdout == "ok\n"
+    finally:
+        served.stop()
+
+
 def test_a_killed_server_s_sandboxes_are_replayed_into_another_or_lost_loudly(sandboxes):
     sandboxes.wait_up(2)
     victim = sandboxes.holders()[0]["holder"]
@@ -91,8 +125,8 @@ def test_bash_episode_goes_on_when_its_sandbox_server_dies(sandboxes):
              call("write_file", path="s/a.txt", content="one\n"),
              call("execute_bash", command="echo $MARK; pwd; cat s/a.txt; ls s"),
              call("read_file", path="s/a.txt")]
-    env = gym.make(BASH, sandbox_url=sandboxes.url).unwrapped
-    reference = gym.make(BASH, sandbox_url=sandboxes.url).unwrapped
+    env = gym.make(BASH, sandbox_url=sandboxes.url + "/v1/cluster").unwrapped
+    reference = gym.make(BASH, sandbox_url=sandboxes.url + "/v1/cluster").unwrapped
     try:
         for e in (env, reference):
             e.reset(seed=3, options={"family": "count_files"})
@@ -113,7 +147,7 @@ def test_a_killed_env_server_s_bash_episodes_are_replayed_or_lost(sandboxes):
     observations, except the one whose replay answers differently (the clock), which raises
     `EpisodeLostError`."""
     sandboxes.wait_up(2)
-    kwargs = f'{BASH}={{"sandbox_url": "{sandboxes.url}", "command_timeout_s": 10}}'
+    kwargs = f'{BASH}={{"sandbox_url": "{sandboxes.url}/v1/cluster", "command_timeout_s": 10}}'
     served = ServedCluster("processes", 2, envs=(BASH,), extra=("--env-kwargs", kwargs))
     try:
         served.wait_up(2)
