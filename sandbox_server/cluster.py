@@ -52,6 +52,8 @@ LOST_GRACE_S = 2.0  # a holder this client lost takes no new sandbox for this lo
 START_WAIT_S = 30.0  # how long a create waits for a server starting (a restart) when none is up
 WAIT_S = 0.2  # between reads of the map meanwhile
 MAX_TRIES = 3  # holders tried in turn for one create or one replay
+# the operations of a remote sandbox (`RemoteSandbox`), and those of them that can change it
+SANDBOX_OPS = ("exec", "run_code", "reset_processes", "write_file", "read_file", "put_archive", "get_archive")
 CHANGING_OPS = frozenset({"exec", "run_code", "reset_processes", "write_file", "put_archive"})
 Outcome = Any  # a request's result, or the exception it raised
 
@@ -289,50 +291,34 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-class ClusterSandbox:
-    """A sandbox of a `SandboxCluster`: the methods of `RemoteSandbox`, replayed elsewhere if its
-    server is lost (see the module docstring); `replays` counts how often."""
+class _ClusterSandboxBase:
+    """What both twins' sandboxes share: the id the caller knows, where it is now, its replays."""
 
-    def __init__(self, cluster: SandboxCluster, recipe: _Recipe) -> None:
+    def __init__(self, cluster: Any, recipe: _Recipe) -> None:
         self._cluster = cluster
         self._recipe = recipe
         self.sandbox_id = recipe.sandbox_id
 
     @property
     def holder(self) -> str:
+        """The server holding it now."""
         return self._recipe.holder
 
     @property
     def replays(self) -> int:
+        """How often it was rebuilt on another server."""
         return self._recipe.replays
 
     @property
     def info(self) -> Any:
+        """Its `SandboxInfo` on the server holding it now."""
         return self._recipe.inner.info
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _drive_sync(self._recipe.call(method, args, kwargs), self._cluster)
 
-    def exec(self, command: str, **kwargs: Any) -> ExecResult:
-        return self._call("exec", command, **kwargs)
-
-    def run_code(self, code: str, language: str = "python", **kwargs: Any) -> ExecResult:
-        return self._call("run_code", code, language, **kwargs)
-
-    def reset_processes(self) -> None:
-        self._call("reset_processes")
-
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        self._call("write_file", path, data, mode)
-
-    def read_file(self, path: str) -> bytes:
-        return self._call("read_file", path)
-
-    def put_archive(self, path: str, tar_bytes: bytes) -> None:
-        self._call("put_archive", path, tar_bytes)
-
-    def get_archive(self, path: str) -> bytes:
-        return self._call("get_archive", path)
+class ClusterSandbox(_ClusterSandboxBase):
+    """A sandbox of a `SandboxCluster`: the methods of `RemoteSandbox` (exec, run_code,
+    reset_processes, write_file, read_file, put_archive, get_archive, close), replayed elsewhere if
+    its server is lost (see the module docstring)."""
 
     def close(self) -> None:
         _drive_sync(self._recipe.close(), self._cluster)
@@ -342,7 +328,6 @@ class ClusterSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
 
 class SandboxCluster:
     """Creates sandboxes on the servers behind one address: `SandboxCluster(url).create(...)`.
@@ -412,49 +397,8 @@ class SandboxCluster:
         self.close()
 
 
-class AsyncClusterSandbox:
-    """The async twin of `ClusterSandbox`."""
-
-    def __init__(self, cluster: AsyncSandboxCluster, recipe: _Recipe) -> None:
-        self._cluster = cluster
-        self._recipe = recipe
-        self.sandbox_id = recipe.sandbox_id
-
-    @property
-    def holder(self) -> str:
-        return self._recipe.holder
-
-    @property
-    def replays(self) -> int:
-        return self._recipe.replays
-
-    @property
-    def info(self) -> Any:
-        return self._recipe.inner.info
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await _drive_async(self._recipe.call(method, args, kwargs), self._cluster)
-
-    async def exec(self, command: str, **kwargs: Any) -> ExecResult:
-        return await self._call("exec", command, **kwargs)
-
-    async def run_code(self, code: str, language: str = "python", **kwargs: Any) -> ExecResult:
-        return await self._call("run_code", code, language, **kwargs)
-
-    async def reset_processes(self) -> None:
-        await self._call("reset_processes")
-
-    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        await self._call("write_file", path, data, mode)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._call("read_file", path)
-
-    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
-        await self._call("put_archive", path, tar_bytes)
-
-    async def get_archive(self, path: str) -> bytes:
-        return await self._call("get_archive", path)
+class AsyncClusterSandbox(_ClusterSandboxBase):
+    """The async twin of `ClusterSandbox`: the same methods, as coroutines (and `aclose`)."""
 
     async def aclose(self) -> None:
         await _drive_async(self._recipe.close(), self._cluster)
@@ -464,7 +408,6 @@ class AsyncClusterSandbox:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
 
 class AsyncSandboxCluster:
     """The async twin of `SandboxCluster`."""
@@ -528,6 +471,29 @@ class AsyncSandboxCluster:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _sync_op(name: str) -> Any:
+    def op(self: ClusterSandbox, *args: Any, **kwargs: Any) -> Any:
+        return _drive_sync(self._recipe.call(name, args, kwargs), self._cluster)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"`RemoteSandbox.{name}`, on the server holding the sandbox now."
+    return op
+
+
+def _async_op(name: str) -> Any:
+    async def op(self: AsyncClusterSandbox, *args: Any, **kwargs: Any) -> Any:
+        return await _drive_async(self._recipe.call(name, args, kwargs), self._cluster)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"`RemoteSandbox.{name}`, on the server holding the sandbox now."
+    return op
+
+
+for _name in SANDBOX_OPS:  # each through its sandbox's recipe
+    setattr(ClusterSandbox, _name, _sync_op(_name))
+    setattr(AsyncClusterSandbox, _name, _async_op(_name))
 
 
 def is_cluster(url: str) -> bool:

@@ -94,7 +94,6 @@ class NodeSandboxes:
         self.pool_size, self.max_sandboxes, self.log_level = pool_size, max_sandboxes, log_level
         self.servers: dict[str, tuple[Any, str]] = {}  # holder -> (actor, url)
         self._remote = ray.remote(SandboxServerActor)
-        self._http = httpx.AsyncClient(timeout=2.0)
 
     def ensure(self) -> None:
         """A sandbox server on every alive node that should have one and has none yet."""
@@ -117,16 +116,17 @@ class NodeSandboxes:
 
     async def snapshot(self) -> SandboxClusterMap:
         """Every server, `up` where its `/health` answers now, with its open sandboxes."""
-        async def info(holder: str, url: str) -> SandboxHolderInfo:
+        async def info(http: httpx.AsyncClient, holder: str, url: str) -> SandboxHolderInfo:
             try:
-                health = (await self._http.get(f"{url}/health")).json()
+                health = (await http.get(f"{url}/health")).json()
             except (httpx.HTTPError, ValueError):
                 return SandboxHolderInfo(holder=holder, url=url, state="down")
             return SandboxHolderInfo(holder=holder, url=url, state="up",
                                      live_sandboxes=int(health.get("live_sandboxes", 0)))
 
-        return SandboxClusterMap(holders=list(await asyncio.gather(
-            *(info(holder, url) for holder, (_, url) in self.servers.items()))))
+        async with httpx.AsyncClient(timeout=2.0) as http:  # read seldom: each client every few seconds
+            holders = await asyncio.gather(*(info(http, h, url) for h, (_, url) in self.servers.items()))
+        return SandboxClusterMap(holders=list(holders))
 
     def stop(self) -> None:
         for actor, _ in self.servers.values():
