@@ -1,4 +1,8 @@
-"""`agentrl sandbox serve`: the sandbox server on the command line (imports nothing heavy until run)."""
+"""`agentrl sandbox serve`: the sandbox server on the command line (imports nothing heavy until run).
+
+    agentrl sandbox serve                          # one process at http://127.0.0.1:8090
+    agentrl sandbox serve --processes auto         # one per core; clients use http://127.0.0.1:8090/v1/cluster
+"""
 
 from __future__ import annotations
 
