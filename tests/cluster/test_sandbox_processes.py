@@ -98,8 +98,9 @@ def test_a_killed_server_s_sandboxes_are_replayed_into_another_or_lost_loudly(sa
     sandboxes.wait_up(2)
     victim = sandboxes.holders()[0]["holder"]
     with SandboxCluster(sandboxes.url, near=victim) as cluster:
-        exact, clocked = cluster.create(), cluster.create()
-        assert exact.holder == clocked.holder == victim
+        exact, clocked, later = cluster.create(), cluster.create(), cluster.create()
+        assert exact.holder == clocked.holder == later.holder == victim
+        later.write_file("x.txt", "x\n")
         exact.exec("mkdir -p d && cd d && export MARK=kept")
         exact.write_file("d/f.txt", "one\n")
         clocked.exec("date +%s%N")  # its answer cannot come again
@@ -113,10 +114,24 @@ def test_a_killed_server_s_sandboxes_are_replayed_into_another_or_lost_loudly(sa
             clocked.exec("true")
         with pytest.raises(SandboxLost):  # and stays lost
             clocked.exec("true")
-        clocked.close()
-        exact.close()
-    # the killed server is started again on its port, under its name
+        # the killed server is started again on its port, under its name, without its sandboxes:
+        # a call there is answered "no such sandbox", which is a loss too
+        victim_url = next(h["url"] for h in sandboxes.holders() if h["holder"] == victim)
+        deadline = time.monotonic() + 120
+        while not answers(victim_url):
+            assert time.monotonic() < deadline, f"{victim} not restarted"
+            time.sleep(0.1)
+        assert later.read_file("x.txt") == b"x\n" and later.replays == 1  # a read: replayed, not recorded
+        for s in (clocked, exact, later):
+            s.close()
     sandboxes.wait_up(2)
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_bash_episode_goes_on_when_its_sandbox_server_dies(sandboxes):
