@@ -119,6 +119,16 @@ def serve_processes(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.backend == "docker":  # refused here, once, rather than by every child in turn
+        from agentrl.sandbox_server.docker_backend import DockerBackend
+        from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest
+        from agentrl.sandbox_server.models import DEFAULT_IMAGE
+
+        try:
+            DockerBackend(args.image or DEFAULT_IMAGE, pool_size=0, max_sandboxes=1).close()
+        except (DockerUnavailable, InvalidRequest) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     tokens = set(tenants) | ({args.token} if args.token else set())
     run_processes(functools.partial(child_args, args), host=args.host, port=args.port, count=count,
                   base_name=base, token=args.token, tokens=tokens, log_level=args.log_level)

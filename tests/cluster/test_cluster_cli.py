@@ -43,7 +43,8 @@ def test_sandbox_serve_stays_one_process_by_default_and_takes_processes():
 
 
 @pytest.mark.parametrize("argv", [["--processes", "0"], ["--processes", "two"],
-                                  ["--processes", "2", "--holder", "no spaces"]])
+                                  ["--processes", "2", "--holder", "no spaces"],
+                                  ["--processes", "2", "--image", "agentrl-no-such-image:0"]])
 def test_sandbox_serve_refuses_a_bad_count_or_holder_name(argv, capsys):
     args = build_parser().parse_args(["sandbox", "serve", *argv])
     assert args.handler(args) == 2
