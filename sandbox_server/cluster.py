@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -332,7 +333,8 @@ class ClusterSandbox(_ClusterSandboxBase):
 class SandboxCluster:
     """Creates sandboxes on the servers behind one address: `SandboxCluster(url).create(...)`.
 
-    `url` is the address of `agentrl sandbox serve --processes N` (with or without `/v1/cluster`);
+    Threads may share one (as the envs of a server's worker threads do). `url` is the address of
+    `agentrl sandbox serve --processes N` (with or without `/v1/cluster`);
     `token` is sent to it and to every holder. `near` names a holder that takes every new sandbox
     while it is up (default: `$AGENTRL_SANDBOX_NEAR`, which an env server on Ray sets to its node's).
     """
@@ -343,6 +345,7 @@ class SandboxCluster:
         self._token, self._timeout = token, timeout
         self.http = httpx.Client(headers=_headers(token), timeout=timeout)
         self._clients: dict[str, SandboxClient] = {}
+        self._lock = threading.Lock()  # one client per holder, whatever threads share this one
 
     @property
     def holders(self) -> dict[str, SandboxHolderInfo]:
@@ -351,8 +354,12 @@ class SandboxCluster:
     def _client(self, name: str) -> SandboxClient:
         client = self._clients.get(name)
         if client is None:
-            url = self._routes.map[name].url
-            client = self._clients[name] = SandboxClient(url, token=self._token, timeout=self._timeout)
+            with self._lock:
+                client = self._clients.get(name)
+                if client is None:
+                    url = self._routes.map[name].url
+                    client = SandboxClient(url, token=self._token, timeout=self._timeout)
+                    self._clients[name] = client
         return client
 
     def _do(self, request: _Request) -> Any:
