@@ -22,6 +22,9 @@ _EXPORTS = {
     "AsyncSandboxClient": "client",
     "RemoteSandbox": "client",
     "AsyncRemoteSandbox": "client",
+    "SandboxCluster": "cluster",
+    "AsyncSandboxCluster": "cluster",
+    "SandboxLost": "cluster",
     "create_app": "app",
     "ExecResult": "models",
     "SandboxSpec": "models",
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
         RemoteSandbox,
         SandboxClient,
     )
+    from agentrl.sandbox_server.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost  # noqa: F401
     from agentrl.sandbox_server.docker_backend import DockerBackend  # noqa: F401
     from agentrl.sandbox_server.errors import (  # noqa: F401
         Busy,

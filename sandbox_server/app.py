@@ -212,8 +212,9 @@ def create_app(
         return "pong"
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "healthy"}
+    async def health() -> dict[str, Any]:
+        """`live_sandboxes`: what a cluster of sandbox servers balances new sandboxes by."""
+        return {"status": "healthy", "live_sandboxes": len(backend.list())}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus(tenant: str = Tenant) -> Response:

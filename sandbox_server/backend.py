@@ -23,6 +23,7 @@ class Backend:
     """Base of `DockerBackend` and `LocalBackend`: subclasses say how to start and stop one agent."""
 
     kind = "base"
+    id_prefix = ""  # heads every sandbox id: a holder's name and "." when several servers share one address
 
     def __init__(
         self, *, max_sandboxes: int = 256, reap_interval_s: float = 2.0, defaults: SandboxSpec | None = None
@@ -103,7 +104,7 @@ class Backend:
                 self._creating -= 1
             raise
         now = time.time()
-        sandbox_id = uuid.uuid4().hex[:16]
+        sandbox_id = self.id_prefix + uuid.uuid4().hex[:16]
         info = SandboxInfo(
             sandbox_id=sandbox_id,
             image=spec.image or DEFAULT_IMAGE,
