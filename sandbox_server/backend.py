@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -67,7 +68,7 @@ class Backend:
         self,
         image: str | None = None,
         *,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         spec: SandboxSpec | None = None,
         owner: str | None = None,
         **changes: Unpack[SpecArgs],

@@ -11,7 +11,7 @@ remote server by changing one line. Exec options travel as `ExecOptions` (stdin 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -142,7 +142,7 @@ class _ClientRequests:
 
     @staticmethod
     def _create_call(
-        image: str | None, files: dict[str, bytes | str] | None, changes: SpecArgs
+        image: str | None, files: Mapping[str, bytes | str] | None, changes: SpecArgs
     ) -> Call[SandboxInfo]:
         """Only what was given travels: the server fills in the rest from its own defaults."""
         body: dict[str, Any] = spec_changes(image, changes)
@@ -277,7 +277,7 @@ class SandboxClient(_ClientRequests):
         self,
         image: str | None = None,
         *,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         **changes: Unpack[SpecArgs],
     ) -> RemoteSandbox:
         """A new sandbox; what is left out comes from the server's defaults. `files`: path -> content."""
@@ -314,7 +314,7 @@ class AsyncSandboxClient(_ClientRequests):
         self,
         image: str | None = None,
         *,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         **changes: Unpack[SpecArgs],
     ) -> AsyncRemoteSandbox:
         """A new sandbox; what is left out comes from the server's defaults. `files`: path -> content."""

@@ -42,13 +42,17 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    image: str | None = Field(None, description="Docker image; default: the agentrl sandbox image")
-    cpus: float = Field(1.0, ge=0.01, le=1024)
-    memory_mb: int = Field(1024, ge=32, le=262144, description="RAM limit; no swap")
-    pids: int = Field(256, ge=16, le=65536, description="most processes at once (fork bombs stop here)")
-    disk_mb: int = Field(1024, ge=1, le=262144, description="size of the writable /workspace (tmpfs, in RAM)")
-    ttl_s: float = Field(3600.0, gt=0, le=7 * 86400, description="hard lifetime")
-    idle_ttl_s: float = Field(600.0, gt=0, le=7 * 86400, description="lifetime without a call")
+    image: str | None = Field(default=None, description="Docker image; default: the agentrl sandbox image")
+    cpus: float = Field(default=1.0, ge=0.01, le=1024)
+    memory_mb: int = Field(default=1024, ge=32, le=262144, description="RAM limit; no swap")
+    pids: int = Field(
+        default=256, ge=16, le=65536, description="most processes at once (fork bombs stop here)"
+    )
+    disk_mb: int = Field(
+        default=1024, ge=1, le=262144, description="size of the writable /workspace (tmpfs, in RAM)"
+    )
+    ttl_s: float = Field(default=3600.0, gt=0, le=7 * 86400, description="hard lifetime")
+    idle_ttl_s: float = Field(default=600.0, gt=0, le=7 * 86400, description="lifetime without a call")
     env: dict[str, str] = Field(default_factory=dict, description="environment of every command")
 
     @field_validator("env")
@@ -102,19 +106,22 @@ class ExecOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_stdin_b64_schema)
 
-    timeout_s: float = Field(30.0, gt=0, le=86400, description="the command is killed after this long")
+    timeout_s: float = Field(
+        default=30.0, gt=0, le=86400, description="the command is killed after this long"
+    )
     idle_timeout_s: float | None = Field(
-        None, gt=0, le=86400, description="stop after this long without output"
+        default=None, gt=0, le=86400, description="stop after this long without output"
     )
     stdin: str | bytes | None = Field(
-        None, description="the command's standard input (JSON: text as `stdin`, bytes as base64 `stdin_b64`)"
+        default=None,
+        description="the command's standard input (JSON: text as `stdin`, bytes as base64 `stdin_b64`)",
     )
     mode: ExecMode = Field(
-        "session", description="session: the sandbox's persistent shell; oneshot: a fresh one"
+        default="session", description="session: the sandbox's persistent shell; oneshot: a fresh one"
     )
-    max_output_bytes: int = Field(65536, ge=2, le=64 << 20, description="head + tail kept per stream")
+    max_output_bytes: int = Field(default=65536, ge=2, le=64 << 20, description="head + tail kept per stream")
     keep_alive: bool = Field(
-        False, description="processes the command leaves running survive it (default: all are killed)"
+        default=False, description="processes the command leaves running survive it (default: all are killed)"
     )
 
     @model_validator(mode="before")
@@ -198,8 +205,8 @@ def spec_changes(image: str | None, changes: SpecArgs) -> dict[str, Any]:
 class ExecRequest(ExecOptions):
     """The body of POST .../exec: either `command` (bash) or `code` + `language`, and `ExecOptions`."""
 
-    command: str | None = Field(None, max_length=1 << 20)
-    code: str | None = Field(None, max_length=16 << 20)
+    command: str | None = Field(default=None, max_length=1 << 20)
+    code: str | None = Field(default=None, max_length=16 << 20)
     language: str = "python"
 
     _language = field_validator("language")(known_language)
@@ -220,14 +227,18 @@ class ExecResult(BaseModel):
 
     status: ExecStatus
     exit_code: int | None = Field(description="128+N when ended by signal N; null on time-out")
-    signal: int | None = Field(None, description="the signal that ended a one-shot command, if one did")
+    signal: int | None = Field(
+        default=None, description="the signal that ended a one-shot command, if one did"
+    )
     stdout: str
     stderr: str
     stdout_bytes: int
     stderr_bytes: int
     truncated: bool
     duration_ms: float
-    session_reset: bool = Field(False, description="the persistent shell had to be restarted (state lost)")
+    session_reset: bool = Field(
+        default=False, description="the persistent shell had to be restarted (state lost)"
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -245,9 +256,9 @@ class RunCodeRequest(BaseModel):
 
     code: str = Field(max_length=16 << 20)
     language: str = "python"
-    compile_timeout: float = Field(10, ge=0, le=86400)
-    run_timeout: float = Field(10, ge=0, le=86400)
-    memory_limit_MB: int = Field(-1, ge=-1, le=262144, description="-1 or under 32: the default")
+    compile_timeout: float = Field(default=10, ge=0, le=86400)
+    run_timeout: float = Field(default=10, ge=0, le=86400)
+    memory_limit_MB: int = Field(default=-1, ge=-1, le=262144, description="-1 or under 32: the default")
     stdin: str | None = None
     files: dict[str, str | None] = Field(default_factory=dict)
     fetch_files: list[str] = Field(default_factory=list)
