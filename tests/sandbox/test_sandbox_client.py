@@ -75,6 +75,7 @@ def test_the_keyword_forms_match_the_models():
     assert set(get_type_hints(ExecArgs)) == set(ExecOptions.model_fields)
     assert set(get_type_hints(SpecArgs)) | {"image"} == set(SandboxSpec.model_fields)
     assert set(ExecOptions.model_fields) <= set(ExecRequest.model_fields)  # the HTTP body carries them all
+    assert "stdin_b64" in ExecRequest.model_json_schema()["properties"]  # documented in the OpenAPI schema
 
 
 def test_errors_come_back_as_their_class():
