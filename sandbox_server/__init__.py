@@ -27,6 +27,7 @@ _EXPORTS = {
     "SandboxLost": "cluster",
     "create_app": "app",
     "ExecResult": "models",
+    "ExecOptions": "models",
     "SandboxSpec": "models",
     "SandboxInfo": "models",
     "DEFAULT_IMAGE": "models",
@@ -68,7 +69,13 @@ if TYPE_CHECKING:
         TooLarge,
     )
     from agentrl.sandbox_server.local_backend import LocalBackend  # noqa: F401
-    from agentrl.sandbox_server.models import DEFAULT_IMAGE, ExecResult, SandboxInfo, SandboxSpec  # noqa: F401
+    from agentrl.sandbox_server.models import (  # noqa: F401
+        DEFAULT_IMAGE,
+        ExecOptions,
+        ExecResult,
+        SandboxInfo,
+        SandboxSpec,
+    )
     from agentrl.sandbox_server.sandbox import AgentSandbox, Sandbox  # noqa: F401
 
 
