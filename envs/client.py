@@ -277,7 +277,7 @@ def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
     return dataclasses.replace(retry, retries=min(retry.retries, 1))
 
 
-class EnvClient(_Api):
+class EnvClient(_Api, contextlib.AbstractContextManager):
     """Synchronous client: episodes' calls over a WebSocket per thread, the rest over one pooled
     `httpx.Client`.
 
@@ -324,14 +324,11 @@ class EnvClient(_Api):
         self.steps.close()
         self.http.close()
 
-    def __enter__(self) -> EnvClient:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class AsyncEnvClient(_Api):
+class AsyncEnvClient(_Api, contextlib.AbstractAsyncContextManager):
     """Asynchronous client for rollout workers: one coroutine per episode is the intended use.
 
     Episodes' calls (create, reset, step, close, fork) travel over one WebSocket, coalesced (see
@@ -382,9 +379,6 @@ class AsyncEnvClient(_Api):
             return
         await self.steps.aclose()
         await self.http.aclose()
-
-    async def __aenter__(self) -> AsyncEnvClient:
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()

@@ -1,4 +1,5 @@
-"""What a call answers: its error (`ApiError`), and its answer remembered by request id (`Remembered`).
+"""What a call answers: its error (`ApiError`, made by the functions below where the env raised),
+and its answer remembered by request id (`Remembered`).
 
 Every call that changes an episode (create, reset, step, close, fork), over HTTP or the channel,
 is made safe to retry by a `Remembered` table: `once` for a call run in a task, `keep` for one run
@@ -10,9 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrl.protocol import encode_error, encode_error_item
+from agentrl.core import EpisodeOverError
+from agentrl.protocol import ErrorCode, encode_error, encode_error_item
+
+if TYPE_CHECKING:
+    from agentrl.server.episodes import Episode
 
 T = TypeVar("T")
 
@@ -34,6 +39,31 @@ class ApiError(Exception):
         """This error as the encoded `BatchResult` of an item of a batch or a frame."""
         return encode_error_item(episode_id, self.status, encode_error(self.code, self.message),
                                  self.headers.get("Retry-After"))
+
+
+def gone(ep: Episode) -> ApiError:
+    """The answer to a call on an episode closed while the call waited for it."""
+    return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+
+
+def start_failed(env_id: str, exc: Exception) -> ApiError:
+    """The error answered for a create whose env could not be built or reset."""
+    return ApiError(400, ErrorCode.ENV_REJECTED, f"{env_id} could not start: {type(exc).__name__}: {exc}")
+
+
+def reset_failed(exc: Exception) -> ApiError:
+    """The error answered for a reset the env refused."""
+    return ApiError(400, ErrorCode.ENV_REJECTED, f"reset failed: {type(exc).__name__}: {exc}")
+
+
+def env_raised(ep: Episode, exc: Exception, doing: str) -> ApiError:
+    """The error answered for a call (`doing`: "stepping", "forking") whose env raised `exc`: a 409
+    where the env says the episode is over, else a 500 (a bug in the env)."""
+    if isinstance(exc, EpisodeOverError):
+        ep.over = True
+        return ApiError(409, ErrorCode.EPISODE_OVER, str(exc))
+    message = f"{ep.env_id} raised while {doing}: {type(exc).__name__}: {exc}"
+    return ApiError(500, ErrorCode.ENV_ERROR, message)
 
 
 def _settle(future: asyncio.Future, exc: BaseException) -> None:

@@ -312,8 +312,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @app.delete(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=Closed, responses=ERRORS)
     async def delete_episode(episode_id: str) -> dict[str, Any]:
-        if not await registry.close(episode_id):
-            registry.get(episode_id)  # raises the 404
+        await registry.close_once(episode_id)
         return {"episode_id": episode_id, "closed": True}
 
     async def step_one(episode_id: str, req: StepAction) -> bytes:

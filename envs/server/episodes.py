@@ -29,7 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentrl.core import EpisodeOverError, StepResult
+from agentrl.core import StepResult
 from agentrl.protocol import (
     BatchItem,
     CloseCall,
@@ -41,7 +41,7 @@ from agentrl.protocol import (
     encode_step,
 )
 from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
-from agentrl.server.answers import ApiError, Remembered
+from agentrl.server.answers import ApiError, Remembered, env_raised, gone, reset_failed, start_failed
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor, run_in_order
 from agentrl.server.metrics import Metrics
@@ -99,8 +99,7 @@ def _build_and_reset(
 ) -> tuple[gym.Env, dict[str, Any]]:
     env = make_env(env_id, **env_kwargs)
     try:
-        observation, info = env.reset(seed=seed, options=options)
-        return env, {"observation": observation, "info": info}
+        return env, _reset(env, seed, options)
     except BaseException:
         env.close()
         raise
@@ -198,12 +197,10 @@ class EpisodeRegistry:
         finally:
             self._starting -= n
 
-    def new_id(self) -> str:
-        return self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
-
     def new_episode(self, env_id: str, env: gym.Env, seed: int | None) -> Episode:
         """An episode of `env`, under a new id of this holder, not live yet (see `admit`)."""
-        return Episode(self.new_id(), env_id, env, seed, Remembered(self.config.idempotency_window))
+        episode_id = self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
+        return Episode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window))
 
     def admit(self, ep: Episode) -> None:
         """Make a built episode live."""
@@ -257,7 +254,7 @@ class EpisodeRegistry:
                     f"{env_id}:create", _build_and_reset, env_id, env_kwargs, seed, options
                 )
             except Exception as exc:
-                raise _rejected(env_id, exc) from exc
+                raise start_failed(env_id, exc) from exc
             return self._admit_new(env_id, env, seed, first)
 
     def _admit_new(self, env_id: str, env: gym.Env, seed: int | None, first: dict[str, Any]
@@ -287,7 +284,7 @@ class EpisodeRegistry:
             env, first = _build_and_reset(env_id, env_kwargs, item.seed, item.options)
         except Exception as exc:
             self.dispatch.ran_inline(kind, time.perf_counter() - started)
-            error = _rejected(env_id, exc)
+            error = start_failed(env_id, exc)
             error.__cause__ = exc
             self._creates.keep(request_id, None, error)
             return self.error_item(None, error)
@@ -310,7 +307,7 @@ class EpisodeRegistry:
             try:
                 first = await self.dispatch.run(f"{ep.env_id}:reset", _reset, ep.env, seed, options)
             except Exception as exc:
-                raise _reset_failed(exc) from exc
+                raise reset_failed(exc) from exc
             self._was_reset(ep, seed, first)
             return first
 
@@ -335,7 +332,7 @@ class EpisodeRegistry:
             first = _reset(ep.env, item.seed, item.options)
         except Exception as exc:
             self.dispatch.ran_inline(kind, time.perf_counter() - started)
-            error = _reset_failed(exc)
+            error = reset_failed(exc)
             error.__cause__ = exc
             ep.results.keep(key, None, error)
             return self.error_item(ep.episode_id, error)
@@ -438,11 +435,9 @@ class EpisodeRegistry:
 
     async def close(self, episode_id: str, reason: str = "client") -> bool:
         """Close an episode (after a step it is running); False if there is none by that id."""
-        ep = self.episodes.pop(episode_id, None)
+        ep = self._take_out(episode_id, reason)
         if ep is None:
             return False
-        self.metrics.live_episodes.set(self.live)
-        self.metrics.episodes_closed.labels(reason).inc()
         async with ep.lock:  # let a running step finish first
             self._retire(ep, reason)
             try:
@@ -472,9 +467,7 @@ class EpisodeRegistry:
         key = None if item.request_id is None else (item.episode_id, item.request_id)
         if not self.dispatch.inline(kind) or key in self._closes:
             return None
-        del self.episodes[item.episode_id]
-        self.metrics.live_episodes.set(self.live)
-        self.metrics.episodes_closed.labels("client").inc()
+        self._take_out(item.episode_id, "client")
         self._retire(ep, "client")
         started = time.perf_counter()
         try:
@@ -485,33 +478,18 @@ class EpisodeRegistry:
         self._closes.keep(key, True)
         return encode_item(item.episode_id, 200, b'{"episode_id":%s,"closed":true}' % dumps(item.episode_id))
 
+    def _take_out(self, episode_id: str, reason: str) -> Episode | None:
+        """The episode, no longer live (None if there is none by that id)."""
+        ep = self.episodes.pop(episode_id, None)
+        if ep is not None:
+            self.metrics.live_episodes.set(self.live)
+            self.metrics.episodes_closed.labels(reason).inc()
+        return ep
+
     def _retire(self, ep: Episode, reason: str) -> None:
         ep.closed = True
         self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
                                                time.monotonic() - ep.created, reason, ep.transcript))
-
-
-def gone(ep: Episode) -> ApiError:
-    """The answer to a call on an episode closed while the call waited for it."""
-    return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
-
-
-def _rejected(env_id: str, exc: Exception) -> ApiError:
-    return ApiError(400, ErrorCode.ENV_REJECTED, f"{env_id} could not start: {type(exc).__name__}: {exc}")
-
-
-def _reset_failed(exc: Exception) -> ApiError:
-    return ApiError(400, ErrorCode.ENV_REJECTED, f"reset failed: {type(exc).__name__}: {exc}")
-
-
-def env_raised(ep: Episode, exc: Exception, doing: str) -> ApiError:
-    """The error answered for a call (`doing`: "stepping", "forking") whose env raised `exc`: a 409
-    where the env says the episode is over, else a 500 (a bug in the env)."""
-    if isinstance(exc, EpisodeOverError):
-        ep.over = True
-        return ApiError(409, ErrorCode.EPISODE_OVER, str(exc))
-    message = f"{ep.env_id} raised while {doing}: {type(exc).__name__}: {exc}"
-    return ApiError(500, ErrorCode.ENV_ERROR, message)
 
 
 def _step_and_encode(env: gym.Env, action: str) -> Stepped:

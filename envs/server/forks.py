@@ -31,8 +31,8 @@ from agentrl.protocol import (
     dumps,
     loads,
 )
-from agentrl.server.answers import ApiError, Remembered
-from agentrl.server.episodes import Episode, EpisodeRegistry, env_raised, gone
+from agentrl.server.answers import ApiError, Remembered, env_raised, gone
+from agentrl.server.episodes import Episode, EpisodeRegistry
 
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {
