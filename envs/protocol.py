@@ -386,6 +386,11 @@ def encode_error_item(episode_id: str | None, status: int, error: bytes,
     return item + (b"}" if retry_after is None else b',"retry_after":%s}' % retry_after.encode())
 
 
+def encode_closed(episode_id: str) -> bytes:
+    """A close's answer (`Closed`)."""
+    return b'{"episode_id":%s,"closed":true}' % dumps(episode_id)
+
+
 def encode_results(items: list[bytes]) -> bytes:
     """`POST /v1/step`'s answer (`BatchResults`) from its encoded items."""
     return b'{"results":[' + b",".join(items) + b"]}"

@@ -21,6 +21,7 @@ from agentrl.protocol import (
     FrameItem,
     ResetCall,
     dumps,
+    encode_closed,
     encode_item,
 )
 from agentrl.server.answers import ApiError
@@ -74,8 +75,7 @@ class FrameCalls:
                 return encode_item(ep.episode_id, 200, dumps(ep.answer(first)))
             if isinstance(item, CloseCall):
                 await registry.close_once(item.episode_id, item.request_id)
-                closed = {"episode_id": item.episode_id, "closed": True}
-                return encode_item(item.episode_id, 200, dumps(closed))
+                return encode_item(item.episode_id, 200, encode_closed(item.episode_id))
             assert isinstance(item, ForkCall)
             made = await self.forks.fork(item.episode_id, item.n, item.request_id)
             return encode_item(item.episode_id, 201, dumps({"episodes": made}))

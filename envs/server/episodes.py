@@ -37,6 +37,7 @@ from agentrl.protocol import (
     ErrorCode,
     ResetCall,
     dumps,
+    encode_closed,
     encode_item,
     encode_step,
 )
@@ -476,7 +477,7 @@ class EpisodeRegistry:
             log.exception("%s: closing episode %s failed", ep.env_id, ep.episode_id)
         self.dispatch.ran_inline(kind, time.perf_counter() - started)
         self._closes.keep(key, True)
-        return encode_item(item.episode_id, 200, b'{"episode_id":%s,"closed":true}' % dumps(item.episode_id))
+        return encode_item(item.episode_id, 200, encode_closed(item.episode_id))
 
     def _take_out(self, episode_id: str, reason: str) -> Episode | None:
         """The episode, no longer live (None if there is none by that id)."""
