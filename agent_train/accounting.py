@@ -36,7 +36,7 @@ def takes_split(env_id: str) -> bool:
     else:
         entry = gym.spec(env_id).entry_point
         target = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
-    # a class's own __init__: a class may define __new__ too (Flights-v0 picks its granularity there)
+    # a class's own __init__, whose signature lists the constructor's keywords
     if isinstance(target, type):
         target = target.__init__
     try:

@@ -57,6 +57,8 @@ from agentrl.flights.world import (
 )
 
 BUSY = "service busy, please retry the same call"
+# the interaction levels, each a class with its own tool table (see `granularity.py`)
+GRANULARITIES = ("coarse", "default", "fine")
 # subgoals every task shares, each open to every candidate answer and to every outcome
 GOALS = ("looked_up_customer", "searched_route")
 
@@ -69,6 +71,9 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     `info` carries the task's opaque `task_id` (a keyed hash: `task_id_key`, an operator's secret,
     or a random key per process; see `task_ids.py`), its split and `progress` (subgoals every task
     shares); what the task is (family, outcome, answer) only with `privileged_info=True`.
+
+    `granularity` ("coarse" | "default" | "fine") puts the same desk behind other tools: each level
+    is a subclass, which `gym.make("agentrl/Flights-v0", granularity=...)` builds (`granularity.py`).
     """
 
     default_max_turns = 30
@@ -78,15 +83,6 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     # and the task-id key: a client that chose it could invert the ids (see `task_ids.py`)
     operator_kwargs = frozenset({"privileged_info", "task_id_key"})
     granularity: ClassVar[str] = "default"
-
-    def __new__(cls, *args: Any, granularity: str | None = None, **kwargs: Any) -> FlightsEnv:
-        # the granularity ("coarse" | "default" | "fine") picks the class and so its tool table
-        from agentrl.flights.granularity import env_class
-
-        chosen = env_class(cls.granularity if granularity is None else granularity)
-        if not issubclass(chosen, cls):
-            raise ValueError(f"{cls.__name__} has granularity {cls.granularity!r}, not {granularity!r}")
-        return super().__new__(chosen)
 
     def __init__(
         self,
@@ -105,8 +101,11 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         task_id_key: str | None = None,
         max_turns: int | None = None,
         render_mode: str | None = None,
-        granularity: str | None = None,  # read by __new__
+        granularity: str | None = None,
     ) -> None:
+        # the level is the class (`make_flights_env` picks it); the argument is accepted and checked so
+        # that the kwargs `gym.make` was given rebuild the same env (a replayed fork, a recipe)
+        self._check_granularity(granularity)
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if days < 1:
             raise ValueError("days must be at least 1")
@@ -125,6 +124,17 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._reset_seed: int | None = None
         self.world: World | None = None
         self.task: Task | None = None
+
+    @classmethod
+    def _check_granularity(cls, granularity: str | None) -> None:
+        if granularity is None or granularity == cls.granularity:
+            return
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, not {granularity!r}")
+        raise ValueError(
+            f"{cls.__name__} has granularity {cls.granularity!r}, not {granularity!r}: "
+            "gym.make('agentrl/Flights-v0', granularity=...) builds each level's class"
+        )
 
     @staticmethod
     def _check_choice(families: tuple[str, ...], levels: tuple[int, ...], split: str) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -380,33 +379,3 @@ def to_chat(transcript: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str
     if transcript.get("task"):
         chat["task"] = {k: transcript["task"][k] for k in ("family", "level", "outcome", "reason")}
     return chat
-
-
-def export_oracle_jsonl(
-    path: str | Path,
-    n_episodes: int,
-    *,
-    seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    only_successes: bool = True,
-) -> int:
-    """Play the oracle on seeds seed..seed+n-1 and write chat JSONL; returns lines written.
-
-    The env is built with privileged info, so each line also names its family and outcome.
-    """
-    import gymnasium as gym
-
-    import agentrl  # noqa: F401  (registers the ids)
-    from agentrl.demo import play_episode
-
-    env = gym.make("agentrl/Flights-v0", **{**(env_kwargs or {}), "privileged_info": True}).unwrapped
-    written = 0
-    with Path(path).open("w", encoding="utf-8") as out:
-        for s in range(seed, seed + n_episodes):
-            transcript = play_episode(env, OraclePolicy(), s)
-            if only_successes and transcript["reward"] < 1.0:
-                continue
-            out.write(json.dumps(to_chat(transcript, transcript["tools"]), ensure_ascii=False) + "\n")
-            written += 1
-    env.close()
-    return written

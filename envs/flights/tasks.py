@@ -54,8 +54,11 @@ class Expected:
     change: tuple[str, int, int, int] | None = None  # pnr, new flight, change fee, fare difference
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Task:
+    """One customer request of a world and what settles it; built by keyword, as a dozen fields in a row
+    are easily swapped."""
+
     family: str
     level: int
     index: int
@@ -341,18 +344,18 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
         reason = refusal or "no_flight"
     names = {p["id"]: p["name"] for p in passengers}
     return Task(
-        family,
-        level,
-        index,
-        world.split,
-        draw.outcome,
-        reason,
-        describe(request, names),
-        request,
-        route,
-        expected,
-        change,
-        target if draw.outcome == "done" else None,
+        family=family,
+        level=level,
+        index=index,
+        split=world.split,
+        outcome=draw.outcome,
+        reason=reason,
+        text=describe(request, names),
+        request=request,
+        route=route,
+        expected=expected,
+        fare_change=change,
+        target=target if draw.outcome == "done" else None,
     )
 
 
@@ -446,18 +449,18 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     reason = {"done": family, "infeasible": "no_flight", "refused": forbidden}[draw.outcome]
     names = {booking["passenger_id"]: world.passengers[booking["passenger_id"]]["name"]}
     return Task(
-        family,
-        level,
-        index,
-        world.split,
-        draw.outcome,
-        reason,
-        describe(request, names),
-        request,
-        route,
-        expected,
-        change,
-        target if draw.outcome == "done" else None,
+        family=family,
+        level=level,
+        index=index,
+        split=world.split,
+        outcome=draw.outcome,
+        reason=reason,
+        text=describe(request, names),
+        request=request,
+        route=route,
+        expected=expected,
+        fare_change=change,
+        target=target if draw.outcome == "done" else None,
     )
 
 
