@@ -1,0 +1,83 @@
+"""The package's import rules (`[tool.importlinter]` in pyproject.toml), checked by `lint-imports`.
+
+The rules: no import loop at any level (sibling modules and packages import each other one way),
+the env core below each env below the server, the sandbox server and the retrievers standalone,
+agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
+server. `lint-imports` reads a package from its folder, and agentrl's four folders (`envs/`,
+`sandbox_server/`, ...) make one package only once installed (setuptools' `package-dir`), so the
+test lays copies of the modules out as the wheel does and checks those.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import unavailable
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+
+
+def lay_out(where: Path) -> Path:
+    """Copy agentrl's modules into `where` as the wheel installs them; returns `where`."""
+    folders = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(folders.items(), key=lambda item: item[0].count(".")):
+        if package == "agentrl" or package.startswith("agentrl."):  # a parent before its subpackages
+            shutil.copytree(ROOT / folder, where.joinpath(*package.split(".")), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.html", "*.js", "*.css"))
+    return where
+
+
+def lint_imports(where: Path) -> subprocess.CompletedProcess[str]:
+    command = Path(sys.executable).with_name("lint-imports")
+    if not command.exists():
+        unavailable("import-linter is not installed (the [dev] extra)")
+    # the laid-out copy, not the editable install, is the `agentrl` the linter finds
+    env = {**os.environ, "PYTHONPATH": str(where)}
+    return subprocess.run([str(command), str(PYPROJECT), "--no-cache"], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_the_package_keeps_its_import_rules(tmp_path):
+    done = lint_imports(lay_out(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout and "Analyzed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("added", "broken"),
+    [
+        # a loop between two new modules
+        ({"core/loop_a.py": "import agentrl.core.loop_b", "core/loop_b.py": "import agentrl.core.loop_a"},
+         "No import loop"),
+        # a loop made by a lazy import, as when the default Flights class chose the level's class
+        ({"flights/env.py": "def level():\n    import agentrl.flights.granularity"}, "No import loop"),
+        ({"core/spaces.py": "import agentrl.server.config"}, "Dependencies flow one way"),
+        ({"flights/tasks.py": "import agentrl.search.env"}, "Dependencies flow one way"),
+        ({"sandbox_server/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
+        ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
+        ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
+        ({"client_steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
+    ],
+)
+def test_a_new_import_against_the_rules_fails(tmp_path, added, broken):
+    where = lay_out(tmp_path) / "agentrl"
+    for module, source in added.items():
+        path = where / module
+        path.write_text((path.read_text() if path.exists() else "") + f"\n{source}\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    # the report lists each rule's name, then KEPT or BROKEN (a new import may break more than one)
+    report = " ".join(done.stdout.split())
+    verdict = report[report.index(broken):].replace("BROKEN", "KEPT").index("KEPT")
+    assert report[report.index(broken) + verdict:].startswith("BROKEN"), done.stdout
