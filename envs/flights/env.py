@@ -176,7 +176,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._was_busy = False
         self._fare_changed = False
         self._outcome: str | None = None
-        self._progress = dict.fromkeys(GOALS, False)
+        self._progress: dict[str, bool] = dict.fromkeys(GOALS, False)
         self._paid_goals = 0
         task_id = self.task.task_id(self.days, self.fare_changes, self._task_id_key)
         info: dict[str, Any] = {"task_id": task_id, "split": split}

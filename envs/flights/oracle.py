@@ -350,11 +350,11 @@ def do_nothing_policy(observation: str, info: dict[str, Any]) -> str:
 # --- SFT data -------------------------------------------------------------------------------
 def to_chat(transcript: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
     """One episode as OpenAI chat messages with structured tool_calls (for SFT warm-up)."""
-    from agentrl.core import parse_tool_calls
+    from agentrl.core import ParsedCall, parse_tool_calls
 
     messages: list[dict[str, Any]] = [{"role": "user", "content": transcript["task_text"]}]
     for n, step in enumerate(transcript["steps"]):
-        calls = [c for c in parse_tool_calls(step["action"]) if hasattr(c, "name")]
+        calls = [c for c in parse_tool_calls(step["action"]) if isinstance(c, ParsedCall)]
         ids = [f"call_{n}_{i}" for i in range(len(calls))]
         messages.append(
             {

@@ -3,39 +3,20 @@
 The rules: no import loop at any level (sibling modules and packages import each other one way),
 the env core below each env below the server, the sandbox server and the retrievers standalone,
 agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
-server. `lint-imports` reads a package from its folder, and agentrl's four folders (`envs/`,
-`sandbox_server/`, ...) make one package only once installed (setuptools' `package-dir`), so the
-test lays copies of the modules out as the wheel does and checks those.
+server. `lint-imports` reads a package from its folder, so the test lays the package out as the
+wheel installs it (`package_layout.py`) and checks that.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from package_layout import PYPROJECT, lay_out
 from support import unavailable
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
-ROOT = Path(__file__).resolve().parents[2]
-PYPROJECT = ROOT / "pyproject.toml"
-
-
-def lay_out(where: Path) -> Path:
-    """Copy agentrl's modules into `where` as the wheel installs them; returns `where`."""
-    folders = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-dir"]
-    for package, folder in sorted(folders.items(), key=lambda item: item[0].count(".")):
-        if package == "agentrl" or package.startswith("agentrl."):  # a parent before its subpackages
-            shutil.copytree(ROOT / folder, where.joinpath(*package.split(".")), dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.html", "*.js", "*.css"))
-    return where
 
 
 def lint_imports(where: Path) -> subprocess.CompletedProcess[str]:

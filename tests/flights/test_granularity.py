@@ -97,7 +97,7 @@ def test_a_bad_granularity_is_a_clear_error():
 
 
 def test_each_level_is_a_class_built_directly_or_by_the_factory():
-    assert CLASSES == {"coarse": CoarseFlightsEnv, "default": FlightsEnv, "fine": FineFlightsEnv}
+    assert {"coarse": CoarseFlightsEnv, "default": FlightsEnv, "fine": FineFlightsEnv} == CLASSES
     assert tuple(CLASSES) == GRANULARITIES
     for granularity, cls in CLASSES.items():
         envs = [cls(), cls(granularity=granularity), make_flights_env(granularity=granularity)]
