@@ -27,6 +27,7 @@ def takes_split(env_id: str) -> bool:
     Read from the registered class's signature, so an env that has no splits yet is reported as
     such instead of failing at construction."""
     import gymnasium as gym
+    import gymnasium.envs.registration
 
     import agentrl  # noqa: F401  (registers the ids)
     from agentrl.registration import ENV_ENTRY_POINTS, load_env_class

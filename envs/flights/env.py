@@ -83,6 +83,9 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     # and the task-id key: a client that chose it could invert the ids (see `task_ids.py`)
     operator_kwargs = frozenset({"privileged_info", "task_id_key"})
     granularity: ClassVar[str] = "default"
+    # the episode's world and request: set by every reset, and no tool runs before the first
+    world: World
+    task: Task
 
     def __init__(
         self,
@@ -122,8 +125,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._task_id_key = key_bytes(task_id_key)
         self._open_database()
         self._reset_seed: int | None = None
-        self.world: World | None = None
-        self.task: Task | None = None
+        self.world = None  # type: ignore[assignment]  # until the first reset
+        self.task = None  # type: ignore[assignment]  # until the first reset
 
     @classmethod
     def _check_granularity(cls, granularity: str | None) -> None:

@@ -53,9 +53,11 @@ def type_problems(where: Path, planted: dict[str, str] | None = None, rewrite: b
          "--baselinefile", str(baseline), *(["--writebaseline"] if rewrite else [])],
         cwd=where, capture_output=True, text=True, timeout=1800, check=False,
     )
-    if not done.stdout.lstrip().startswith("{"):
+    # the JSON report, after a line on the baseline when it is rewritten
+    start = 0 if done.stdout.lstrip().startswith("{") else done.stdout.find("\n{")
+    if start < 0:
         raise RuntimeError(f"basedpyright did not run (exit status {done.returncode}): {done.stderr}")
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout[start:])
     problems = []
     for d in report["generalDiagnostics"]:
         if d["severity"] not in ("error", "warning"):
