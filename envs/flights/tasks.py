@@ -317,6 +317,7 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
     )
     expected = Expected()
     if draw.outcome == "done":
+        assert target is not None  # `match` gives "done" only where a flight fits
         price = draw.price(target, cabin)
         if method["balance"] < seats * sum(draw.price(f, cabin) for f in draw.fitting):
             raise _Retry  # enough money to book every flight that fits: a greedy agent is not stopped by it
@@ -410,6 +411,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     balance = world.methods[pm]["balance"]
     expected = Expected()
     if draw.outcome == "done" and family == "cancel_rebook":
+        assert target is not None  # `match` gives "done" only where a flight fits
         refund = booking["fare_paid"] * rules["refund_pct"] // 100
         price = draw.price(target, cabin)
         if balance + refund < sum(draw.price(f, cabin) for f in draw.fitting):
@@ -421,6 +423,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
             cancel=(booking["pnr"], refund),
         )
     elif draw.outcome == "done":
+        assert target is not None
         difference = max(0, draw.price(target, cabin) - booking["fare_paid"])
         if balance < len(draw.fitting) * (
             rules["change_fee"] + max(draw.price(f, cabin) for f in draw.fitting)
