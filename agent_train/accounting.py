@@ -27,6 +27,7 @@ def takes_split(env_id: str) -> bool:
     Read from the registered class's signature, so an env that has no splits yet is reported as
     such instead of failing at construction."""
     import gymnasium as gym
+    import gymnasium.envs.registration
 
     import agentrl  # noqa: F401  (registers the ids)
     from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
@@ -36,7 +37,7 @@ def takes_split(env_id: str) -> bool:
     else:
         entry = gym.spec(env_id).entry_point
         target = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
-    # a class's own __init__: a class may define __new__ too (Flights-v0 picks its granularity there)
+    # a class's own __init__, whose signature lists the constructor's keywords
     if isinstance(target, type):
         target = target.__init__
     try:

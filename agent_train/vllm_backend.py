@@ -18,7 +18,7 @@ class WeightUpdateExtension:
     """Mixed into vLLM's GPU worker (`worker_extension_cls`); called through `collective_rpc`."""
 
     def agentrl_load_weights(self, named_tensors: list[tuple[str, Any]]) -> int:
-        model = self.model_runner.model  # type: ignore[attr-defined]
+        model = self.model_runner.model  # type: ignore[attr-defined]  # vLLM's worker, mixed into, has it
         model.load_weights(weights=named_tensors)
         return len(named_tensors)
 

@@ -117,6 +117,38 @@ def chat_line(record: dict[str, Any], task: dict[str, Any] | None) -> dict[str, 
     return record_chat(record, task)
 
 
+def export_oracle_jsonl(
+    path: str | Path,
+    n_episodes: int,
+    *,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    only_successes: bool = True,
+) -> int:
+    """Play the oracle on seeds seed..seed+n-1 and write chat JSONL; returns lines written.
+
+    The env is built with privileged info, so each line also names its family and outcome.
+    """
+    import gymnasium as gym
+
+    import agentrl  # noqa: F401  (registers the ids)
+    from agentrl.flights.oracle import OraclePolicy
+
+    env = gym.make("agentrl/Flights-v0", **{**(env_kwargs or {}), "privileged_info": True})
+    episode = Episode(env.unwrapped)
+    written = 0
+    with Path(path).open("w", encoding="utf-8") as out:
+        for s in range(seed, seed + n_episodes):
+            outcome = play(episode, OraclePolicy(), s)
+            if only_successes and outcome.reward < 1.0:
+                continue
+            line = chat_line(episode.record(), outcome.info.get("task"))
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            written += 1
+    episode.close()
+    return written
+
+
 class EpisodeFiles:
     """The demo's outputs: every episode's record (JSONL) and the oracle's successes as chat lines."""
 

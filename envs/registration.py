@@ -3,12 +3,15 @@
 Gymnasium 1.x loads no entry-point plugins, so `import agentrl` registers the ids; the form
 `gym.make("agentrl:agentrl/Flights-v0")` imports this package first and works without it.
 Each id goes through `make_env`, which builds the env in-process, or a `RemoteEnv` when a
-`base_url` is given (the same env served by `agentrl serve`).
+`base_url` is given (the same env served by `agentrl serve`). An id is built by its class, or by
+a factory where its kwargs choose the class (Flights-v0's `granularity`); the class stays the
+id's entry point, read for what it declares (`operator_kwargs`, its tools).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import partial
 from importlib import import_module
 from typing import Any
@@ -25,11 +28,25 @@ ENV_ENTRY_POINTS: dict[str, str] = {
     "agentrl/TauAirline-v0": "agentrl.tau_airline.env:TauAirlineEnv",
 }
 ENV_IDS: tuple[str, ...] = tuple(ENV_ENTRY_POINTS)
+# id -> "module:function" building it, where its kwargs choose among classes
+ENV_FACTORIES: dict[str, str] = {
+    "agentrl/Flights-v0": "agentrl.flights.granularity:make_flights_env",
+}
+
+
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    return getattr(import_module(module_name), attr)
 
 
 def load_env_class(env_id: str) -> type[gym.Env]:
-    module_name, _, attr = ENV_ENTRY_POINTS[env_id].partition(":")
-    return getattr(import_module(module_name), attr)
+    """The id's class (for Flights-v0, the default granularity's)."""
+    return _load(ENV_ENTRY_POINTS[env_id])
+
+
+def load_env_factory(env_id: str) -> Callable[..., gym.Env]:
+    """What builds the id from its kwargs: its factory, or else its class."""
+    return _load(ENV_FACTORIES.get(env_id) or ENV_ENTRY_POINTS[env_id])
 
 
 def make_env(env_id: str, base_url: str | None = None, **kwargs: Any) -> gym.Env:
@@ -38,7 +55,7 @@ def make_env(env_id: str, base_url: str | None = None, **kwargs: Any) -> gym.Env
         from agentrl.client import RemoteEnv
 
         return RemoteEnv(env_id, base_url=base_url, **kwargs)
-    env = load_env_class(env_id)(**kwargs)
+    env = load_env_factory(env_id)(**kwargs)
     if (registered := gym.registry.get(env_id)) is not None:  # the id, as `gym.make` sets it: records name it
         env.spec = copy.copy(registered)  # not `dataclasses.replace`, which parses the id again (~0.1 ms)
         env.spec.kwargs = dict(kwargs)

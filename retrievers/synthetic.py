@@ -13,6 +13,7 @@ company, so the question's own words cannot reach the answer in one search.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentrl.retrievers.datasets import Question, contents
@@ -103,7 +104,7 @@ class _Names:
     def word(self, low: int, high: int) -> str:
         return "".join(self.rng.choice(SYLLABLES) for _ in range(self.rng.randint(low, high))).capitalize()
 
-    def unique(self, make: callable) -> str:  # type: ignore[valid-type]
+    def unique(self, make: Callable[[], str]) -> str:
         while True:
             name = make()
             if name not in self.used:

@@ -16,6 +16,7 @@ import anyio
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.types import Receive, Scope, Send
 
 from agentrl.sandbox_server.errors import TooLarge
 
@@ -89,7 +90,7 @@ class HeldResponse(Response):
         super().__init__(content, media_type=media_type)
         self._release = release
 
-    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import shlex
+from typing import Any
 
 from agentrl.code_envs.judge import (
     answer_is,
@@ -150,12 +151,12 @@ def _object(kind: str, body: bytes) -> str:
 
 def tree_hash(tree: dict[str, str]) -> str:
     """The git tree id of a {path: text} tree, computed here (blobs 100644, subtrees 40000)."""
-    nested: dict[str, dict | str] = {}
+    nested: dict[str, Any] = {}  # a folder's entries: text, or a folder's entries
     for path, text in tree.items():
         *dirs, name = path.split("/")
         node = nested
         for d in dirs:
-            node = node.setdefault(d, {})  # type: ignore[assignment]
+            node = node.setdefault(d, {})
         node[name] = text
 
     def walk(node: dict) -> str:

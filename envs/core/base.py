@@ -72,11 +72,12 @@ class TextEnv(gym.Env[str, str]):
     # deep-copies every other one, then `_fork_resources` gives the copy what cannot be deep-copied.
     fork_by_copy: ClassVar[bool] = False
     fork_shared: ClassVar[frozenset[str]] = frozenset()
+    _init_call: tuple[tuple[Any, ...], dict[str, Any]]  # the outermost `__init__`'s (args, kwargs)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
-            cls.__init__ = _recording_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+            cls.__init__ = _recording_init(cls.__dict__["__init__"])  # type: ignore[method-assign]  # on purpose
 
     def __init__(
         self,
@@ -213,7 +214,7 @@ class TextEnv(gym.Env[str, str]):
         (see `agentrl.core.trajectory`)."""
         return record(self)
 
-    __init__ = _recording_init(__init__)  # type: ignore[method-assign]
+    __init__ = _recording_init(__init__)  # type: ignore[method-assign]  # the same wrapper as subclasses'
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

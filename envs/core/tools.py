@@ -103,7 +103,7 @@ def tool(description: str, *, ends_episode: bool = False) -> Callable[[F], F]:
             model = get_type_hints(fn)[params[0]]
             if not (isinstance(model, type) and issubclass(model, BaseModel)):
                 raise TypeError(f"tool {fn.__name__}'s argument must be a pydantic model")
-        fn.__agentrl_tool__ = Tool(  # type: ignore[attr-defined]
+        fn.__agentrl_tool__ = Tool(  # type: ignore[attr-defined]  # read back when the class is built
             name=fn.__name__,
             description=description,
             arguments=model,

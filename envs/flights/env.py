@@ -60,6 +60,8 @@ from agentrl.flights.world import (
 )
 
 BUSY = "service busy, please retry the same call"
+# the interaction levels, each a class with its own tool table (see `granularity.py`)
+GRANULARITIES = ("coarse", "default", "fine")
 # subgoals every task shares, each open to every candidate answer and to every outcome
 GOALS = ("looked_up_customer", "searched_route")
 
@@ -76,6 +78,9 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     `user=None` (default): the first observation holds the whole request. `user="deterministic"`:
     it holds the customer's opening message only (goal and route); the rest comes when the agent
     asks, in a message with no tool call, answered by keyword rules (see `customer.py`).
+
+    `granularity` ("coarse" | "default" | "fine") puts the same desk behind other tools: each level
+    is a subclass, which `gym.make("agentrl/Flights-v0", granularity=...)` builds (`granularity.py`).
     """
 
     default_max_turns = 30
@@ -85,15 +90,9 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     # and the task-id key: a client that chose it could invert the ids (see `task_ids.py`)
     operator_kwargs = frozenset({"privileged_info", "task_id_key"})
     granularity: ClassVar[str] = "default"
-
-    def __new__(cls, *args: Any, granularity: str | None = None, **kwargs: Any) -> FlightsEnv:
-        # the granularity ("coarse" | "default" | "fine") picks the class and so its tool table
-        from agentrl.flights.granularity import env_class
-
-        chosen = env_class(cls.granularity if granularity is None else granularity)
-        if not issubclass(chosen, cls):
-            raise ValueError(f"{cls.__name__} has granularity {cls.granularity!r}, not {granularity!r}")
-        return super().__new__(chosen)
+    # the episode's world and request: set by every reset, and no tool runs before the first
+    world: World
+    task: Task
 
     def __init__(
         self,
@@ -112,9 +111,12 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         task_id_key: str | None = None,
         max_turns: int | None = None,
         render_mode: str | None = None,
-        granularity: str | None = None,  # read by __new__
+        granularity: str | None = None,
         user: str | None = None,
     ) -> None:
+        # the level is the class (`make_flights_env` picks it); the argument is accepted and checked so
+        # that the kwargs `gym.make` was given rebuild the same env (a replayed fork, a recipe)
+        self._check_granularity(granularity)
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if days < 1:
             raise ValueError("days must be at least 1")
@@ -135,8 +137,19 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.customer: DeterministicCustomer | None = None
         self._open_database()
         self._reset_seed: int | None = None
-        self.world: World | None = None
-        self.task: Task | None = None
+        self.world = None  # type: ignore[assignment]  # until the first reset
+        self.task = None  # type: ignore[assignment]  # until the first reset
+
+    @classmethod
+    def _check_granularity(cls, granularity: str | None) -> None:
+        if granularity is None or granularity == cls.granularity:
+            return
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, not {granularity!r}")
+        raise ValueError(
+            f"{cls.__name__} has granularity {cls.granularity!r}, not {granularity!r}: "
+            "gym.make('agentrl/Flights-v0', granularity=...) builds each level's class"
+        )
 
     @staticmethod
     def _check_choice(families: tuple[str, ...], levels: tuple[int, ...], split: str) -> None:
@@ -178,7 +191,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self._was_busy = False
         self._fare_changed = False
         self._outcome: str | None = None
-        self._progress = dict.fromkeys(GOALS, False)
+        self._progress: dict[str, bool] = dict.fromkeys(GOALS, False)
         self._paid_goals = 0
         task_id = self.task.task_id(self.days, self.fare_changes, self._task_id_key)
         info: dict[str, Any] = {"task_id": task_id, "split": split}

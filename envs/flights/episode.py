@@ -26,7 +26,7 @@ class EpisodeDatabase:
     _changes: ChangeLog
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        begun = super()._begin(options)  # type: ignore[misc]
+        begun = super()._begin(options)  # type: ignore[misc]  # a mixin: ToolEnv, after it in the MRO, has it
         self._changes = ChangeLog(self._raw)  # the reset copied in the template: an empty change table
         return begun
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -351,11 +350,11 @@ def do_nothing_policy(observation: str, info: dict[str, Any]) -> str:
 # --- SFT data -------------------------------------------------------------------------------
 def to_chat(transcript: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
     """One episode as OpenAI chat messages with structured tool_calls (for SFT warm-up)."""
-    from agentrl.core import parse_tool_calls
+    from agentrl.core import ParsedCall, parse_tool_calls
 
     messages: list[dict[str, Any]] = [{"role": "user", "content": transcript["task_text"]}]
     for n, step in enumerate(transcript["steps"]):
-        calls = [c for c in parse_tool_calls(step["action"]) if hasattr(c, "name")]
+        calls = [c for c in parse_tool_calls(step["action"]) if isinstance(c, ParsedCall)]
         ids = [f"call_{n}_{i}" for i in range(len(calls))]
         messages.append(
             {
@@ -394,34 +393,3 @@ def record_chat(record: dict[str, Any], task: dict[str, Any] | None) -> dict[str
     }
     return to_chat(episode, record["tools"])
 
-
-def export_oracle_jsonl(
-    path: str | Path,
-    n_episodes: int,
-    *,
-    seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    only_successes: bool = True,
-) -> int:
-    """Play the oracle on seeds seed..seed+n-1 and write chat JSONL; returns lines written.
-
-    The env is built with privileged info, so each line also names its family and outcome.
-    """
-    import gymnasium as gym
-
-    import agentrl  # noqa: F401  (registers the ids)
-    from agentrl.driver import Episode, play
-
-    env = gym.make("agentrl/Flights-v0", **{**(env_kwargs or {}), "privileged_info": True})
-    episode = Episode(env.unwrapped)
-    written = 0
-    with Path(path).open("w", encoding="utf-8") as out:
-        for s in range(seed, seed + n_episodes):
-            outcome = play(episode, OraclePolicy(), s)
-            if only_successes and outcome.reward < 1.0:
-                continue
-            line = record_chat(episode.record(), outcome.info.get("task"))
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-            written += 1
-    episode.close()
-    return written

@@ -39,15 +39,17 @@ class SearchArgs(_Codes):
 class FilterArgs(_Codes):
     depart_after: str = Field("00:00", pattern=TIME, description="Earliest departure time, HH:MM.")
     depart_before: str = Field("23:59", pattern=TIME, description="Latest departure time, HH:MM.")
-    max_price: int | None = Field(None, ge=0, description="Highest fare in CNY for the cabin.")
+    max_price: int | None = Field(default=None, ge=0, description="Highest fare in CNY for the cabin.")
     cabin: Cabin | None = Field(
         None,
         description="Cabin whose fare is filtered and sorted on (economy if not given); "
         "if given, only flights with free seats in it.",
     )
-    origin: str | None = Field(None, description="Keep only this departure airport.")
-    destination: str | None = Field(None, description="Keep only this arrival airport.")
-    sort_by: Literal["price", "departure"] | None = Field(None, description="Sort order of the results.")
+    origin: str | None = Field(default=None, description="Keep only this departure airport.")
+    destination: str | None = Field(default=None, description="Keep only this arrival airport.")
+    sort_by: Literal["price", "departure"] | None = Field(
+        default=None, description="Sort order of the results."
+    )
 
 
 class FlightArgs(BaseModel):
@@ -57,7 +59,7 @@ class FlightArgs(BaseModel):
 class SeatsArgs(BaseModel):
     flight_id: int
     cabin: Cabin
-    position: Position | None = Field(None, description="Only seats of this type.")
+    position: Position | None = Field(default=None, description="Only seats of this type.")
 
 
 class PassengerArgs(BaseModel):
@@ -69,7 +71,7 @@ class BookArgs(BaseModel):
     cabin: Cabin
     passenger_ids: list[str] = Field(min_length=1, max_length=6, description="One seat per passenger.")
     payment_method_id: str
-    seat: str | None = Field(None, description="Exact seat such as 12A (single passenger only).")
+    seat: str | None = Field(default=None, description="Exact seat such as 12A (single passenger only).")
     seat_preference: Position | None = None
 
 

@@ -54,8 +54,11 @@ class Expected:
     change: tuple[str, int, int, int] | None = None  # pnr, new flight, change fee, fare difference
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Task:
+    """One customer request of a world and what settles it; built by keyword, as a dozen fields in a row
+    are easily swapped."""
+
     family: str
     level: int
     index: int
@@ -314,6 +317,7 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
     )
     expected = Expected()
     if draw.outcome == "done":
+        assert target is not None  # `match` gives "done" only where a flight fits
         price = draw.price(target, cabin)
         if method["balance"] < seats * sum(draw.price(f, cabin) for f in draw.fitting):
             raise _Retry  # enough money to book every flight that fits: a greedy agent is not stopped by it
@@ -341,18 +345,18 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
         reason = refusal or "no_flight"
     names = {p["id"]: p["name"] for p in passengers}
     return Task(
-        family,
-        level,
-        index,
-        world.split,
-        draw.outcome,
-        reason,
-        describe(request, names),
-        request,
-        route,
-        expected,
-        change,
-        target if draw.outcome == "done" else None,
+        family=family,
+        level=level,
+        index=index,
+        split=world.split,
+        outcome=draw.outcome,
+        reason=reason,
+        text=describe(request, names),
+        request=request,
+        route=route,
+        expected=expected,
+        fare_change=change,
+        target=target if draw.outcome == "done" else None,
     )
 
 
@@ -407,6 +411,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     balance = world.methods[pm]["balance"]
     expected = Expected()
     if draw.outcome == "done" and family == "cancel_rebook":
+        assert target is not None  # `match` gives "done" only where a flight fits
         refund = booking["fare_paid"] * rules["refund_pct"] // 100
         price = draw.price(target, cabin)
         if balance + refund < sum(draw.price(f, cabin) for f in draw.fitting):
@@ -418,6 +423,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
             cancel=(booking["pnr"], refund),
         )
     elif draw.outcome == "done":
+        assert target is not None
         difference = max(0, draw.price(target, cabin) - booking["fare_paid"])
         if balance < len(draw.fitting) * (
             rules["change_fee"] + max(draw.price(f, cabin) for f in draw.fitting)
@@ -446,18 +452,18 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     reason = {"done": family, "infeasible": "no_flight", "refused": forbidden}[draw.outcome]
     names = {booking["passenger_id"]: world.passengers[booking["passenger_id"]]["name"]}
     return Task(
-        family,
-        level,
-        index,
-        world.split,
-        draw.outcome,
-        reason,
-        describe(request, names),
-        request,
-        route,
-        expected,
-        change,
-        target if draw.outcome == "done" else None,
+        family=family,
+        level=level,
+        index=index,
+        split=world.split,
+        outcome=draw.outcome,
+        reason=reason,
+        text=describe(request, names),
+        request=request,
+        route=route,
+        expected=expected,
+        fare_change=change,
+        target=target if draw.outcome == "done" else None,
     )
 
 

@@ -80,7 +80,7 @@ class AgentrlAgentExecutor(AgentExecutorBase):
 
     agent_instance_cls: type[AgentrlAgentInstance]
 
-    async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer,  # type: ignore[no-untyped-def]
+    async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer,  # type: ignore[no-untyped-def]  # OpenRLHF's
                       llm_engine, images=None) -> dict[str, Any]:
         if images:
             raise ValueError("agentrl envs are text-only; this sample carries images")

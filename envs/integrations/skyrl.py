@@ -71,7 +71,7 @@ class AgentrlTextEnv(BaseTextEnv):
 def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """A plain dict of SkyRL's config or row (an OmegaConf `DictConfig` does not serialise to JSON)."""
     if isinstance(config, DictConfig):
-        return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]
+        return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]  # a DictConfig: a dict
     return dict(config or {})
 
 

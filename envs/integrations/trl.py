@@ -137,7 +137,7 @@ def tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
     method.__name__ = method.__qualname__ = name
     method.__doc__ = description + ("\n\nArgs:\n" + "\n".join(lines) if lines else "") + \
         "\n\nReturns:\n    The tool's result as JSON, or an error the env explains."
-    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]  # inspect reads it
     method.__annotations__ = {**annotations, "return": str}
     return method
 

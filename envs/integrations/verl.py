@@ -97,7 +97,7 @@ def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """A plain dict of a config block (hydra hands the entry's mappings over as `DictConfig`, which
     does not serialise to JSON)."""
     if isinstance(config, DictConfig):
-        return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]
+        return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]  # a DictConfig: a dict
     return dict(config or {})
 
 

@@ -21,7 +21,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _uvicorn_config(config: ServerConfig, log_level: str):  # type: ignore[no-untyped-def]
+def _uvicorn_config(config: ServerConfig, log_level: str):  # type: ignore[no-untyped-def]  # uvicorn: lazy
     import uvicorn
 
     from agentrl.server.app import create_app

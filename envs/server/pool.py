@@ -49,7 +49,7 @@ class Holder:
     restarts: int = 0
 
     def info(self) -> HolderInfo:
-        return HolderInfo(holder=self.name, url=self.url, state=self.state,  # type: ignore[arg-type]
+        return HolderInfo(holder=self.name, url=self.url, state=self.state,  # type: ignore[arg-type]  # one of its states
                           live_episodes=self.live_episodes)
 
 

@@ -100,7 +100,7 @@ class RayPool(HolderPool):
             name = f"{self.base_name}-r{self._made}"
             self._made += 1
             token_env = {"env_vars": {"AGENTRL_TOKEN": self.token}} if self.token else {}
-            handle = self._remote.options(  # type: ignore[attr-defined]
+            handle = self._remote.options(  # type: ignore[attr-defined]  # ray.remote adds it
                 name=f"agentrl-holder-{name}", namespace=NAMESPACE, num_cpus=self.num_cpus,
                 scheduling_strategy="SPREAD", max_restarts=0, runtime_env=token_env or None,
             ).remote(replace(self.config, holder=name), self.log_level, self.sandbox_url)

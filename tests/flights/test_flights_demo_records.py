@@ -6,7 +6,7 @@ import json
 
 from agentrl.cli import main
 from agentrl.core.trajectory import TRAJECTORY_FORMAT
-from agentrl.flights.oracle import export_oracle_jsonl
+from agentrl.demo import export_oracle_jsonl
 
 
 def lines(path) -> list[dict]:

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from agentrl.demo import play_episode
-from agentrl.flights.oracle import OraclePolicy, call, export_oracle_jsonl, parse_request
+from agentrl.demo import export_oracle_jsonl, play_episode
+from agentrl.flights.oracle import OraclePolicy, call, parse_request
 from agentrl.flights.tasks import FAMILIES, LEVELS, N_INFEASIBLE, N_REFUSED, OUTCOME_BLOCK
 
 N_TASKS = OUTCOME_BLOCK  # per family and split: one block, so every outcome is there

@@ -11,9 +11,10 @@ from flights_hacks import _Greedy, play
 from granularity_hacks import measure_at, sample_seeds
 from granularity_lengths import play_oracle
 
+from agentrl.flights.coarse import CoarseFlightsEnv
 from agentrl.flights.env import FlightsEnv
 from agentrl.flights.fine import HOLD_TURNS, PAGE_SIZE, FineFlightsEnv
-from agentrl.flights.granularity import GRANULARITIES
+from agentrl.flights.granularity import CLASSES, GRANULARITIES, make_flights_env
 from agentrl.flights.oracle import OraclePolicy, call, last_response
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
@@ -93,6 +94,28 @@ def test_a_bad_granularity_is_a_clear_error():
         FineFlightsEnv(granularity="coarse")
     with pytest.raises(ValueError, match="granularity must be one of"):
         FlightsEnv(granularity="")
+
+
+def test_each_level_is_a_class_built_directly_or_by_the_factory():
+    assert {"coarse": CoarseFlightsEnv, "default": FlightsEnv, "fine": FineFlightsEnv} == CLASSES
+    assert tuple(CLASSES) == GRANULARITIES
+    for granularity, cls in CLASSES.items():
+        envs = [cls(), cls(granularity=granularity), make_flights_env(granularity=granularity)]
+        made = gym.make("agentrl/Flights-v0", granularity=granularity)
+        envs.append(made.unwrapped)
+        try:
+            assert [type(env) for env in envs] == [cls] * 4
+            assert made.spec.kwargs == {"granularity": granularity}
+            (first,) = {env.reset(seed=5)[0] for env in envs}
+            assert all(f'"name": "{name}"' in first for name in cls.tools)
+        finally:
+            made.close()
+            for env in envs[:3]:
+                env.close()
+    assert type(make_flights_env()) is FlightsEnv and type(make_flights_env(granularity=None)) is FlightsEnv
+    # the default level's class builds only the default level: no class switching on construction
+    with pytest.raises(ValueError, match="FlightsEnv has granularity 'default', not 'fine'"):
+        FlightsEnv(granularity="fine")
 
 
 @pytest.mark.parametrize(("granularity", "tools"), [("coarse", COARSE), ("default", DEFAULT), ("fine", FINE)])

@@ -1,0 +1,64 @@
+"""The package's import rules (`[tool.importlinter]` in pyproject.toml), checked by `lint-imports`.
+
+The rules: no import loop at any level (sibling modules and packages import each other one way),
+the env core below each env below the server, the sandbox server and the retrievers standalone,
+agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
+server. `lint-imports` reads a package from its folder, so the test lays the package out as the
+wheel installs it (`package_layout.py`) and checks that.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from package_layout import PYPROJECT, lay_out
+from support import unavailable
+
+
+def lint_imports(where: Path) -> subprocess.CompletedProcess[str]:
+    command = Path(sys.executable).with_name("lint-imports")
+    if not command.exists():
+        unavailable("import-linter is not installed (the [dev] extra)")
+    # the laid-out copy, not the editable install, is the `agentrl` the linter finds
+    env = {**os.environ, "PYTHONPATH": str(where)}
+    return subprocess.run([str(command), str(PYPROJECT), "--no-cache"], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_the_package_keeps_its_import_rules(tmp_path):
+    done = lint_imports(lay_out(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout and "Analyzed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("added", "broken"),
+    [
+        # a loop between two new modules
+        ({"core/loop_a.py": "import agentrl.core.loop_b", "core/loop_b.py": "import agentrl.core.loop_a"},
+         "No import loop"),
+        # a loop made by a lazy import, as when the default Flights class chose the level's class
+        ({"flights/env.py": "def level():\n    import agentrl.flights.granularity"}, "No import loop"),
+        ({"core/spaces.py": "import agentrl.server.config"}, "Dependencies flow one way"),
+        ({"flights/tasks.py": "import agentrl.search.env"}, "Dependencies flow one way"),
+        ({"sandbox_server/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
+        ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
+        ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
+        ({"client_steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
+    ],
+)
+def test_a_new_import_against_the_rules_fails(tmp_path, added, broken):
+    where = lay_out(tmp_path) / "agentrl"
+    for module, source in added.items():
+        path = where / module
+        path.write_text((path.read_text() if path.exists() else "") + f"\n{source}\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    # the report lists each rule's name, then KEPT or BROKEN (a new import may break more than one)
+    report = " ".join(done.stdout.split())
+    verdict = report[report.index(broken):].replace("BROKEN", "KEPT").index("KEPT")
+    assert report[report.index(broken) + verdict:].startswith("BROKEN"), done.stdout
