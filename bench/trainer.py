@@ -239,9 +239,11 @@ def prepare(work: Work, folder: Path) -> dict[str, Any]:
 
         model, tokenizer = load_pretrained(work.model, "cpu", dtype=torch.float32)
         tokenizer.chat_template = qwen2_5_chat_template
-        lesson = {"steps": 8, "lr": 2e-4, "tail": None}
+        # the prompts' last tokens are enough for a pretrained model to learn what follows its turn header
+        lesson = {"steps": 8, "lr": 2e-4, "tail": 256}
     start = time.perf_counter()
-    loss = teach_tool_call(model, tokenizer, first_prompts(work, tokenizer, [10_000]), **lesson)
+    prompts = first_prompts(work, tokenizer, [10_000])
+    loss = teach_tool_call(model, tokenizer, prompts, **lesson)
     model.requires_grad_(True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -250,6 +252,11 @@ def prepare(work: Work, folder: Path) -> dict[str, Any]:
         "lesson_loss": loss,
         "lesson_s": time.perf_counter() - start,
         "params": sum(p.numel() for p in model.parameters()),
+        # first prompts as each trainer renders them (tools in the user turn / in the system turn)
+        "prompt_tokens": {
+            "agent-train": len(tokenizer.encode(prompts[0], add_special_tokens=False)),
+            "trl": len(tokenizer.encode(prompts[1], add_special_tokens=False)),
+        },
     }
 
 
@@ -388,6 +395,7 @@ def run_trl(work: Work, folder: Path, out: Path) -> dict[str, Any]:
         epsilon=work.clip_low,
         epsilon_high=work.clip_high,
         beta=0.0,
+        lr_scheduler_type="constant",  # agent-train keeps its learning rate; HF decays it linearly
         use_cpu=True,
         bf16=False,
         seed=work.seed,
@@ -499,7 +507,15 @@ def report(work: Work, prep: dict[str, Any], results: dict[str, dict[str, Any]],
         f"{work.max_turns} generations/episode x <= {work.max_new_tokens} new tokens, lr {work.lr}, "
         f"clip [{work.clip_low}, {work.clip_high}], temperature {work.temperature}, float32 | starting "
         f"policy: {prep['params'] / 1e6:.1f}M params, taught the tool call in {prep['lesson_steps']} steps "
-        f"(loss {prep['lesson_loss']:.3f})",
+        f"(loss {prep['lesson_loss']:.4f})",
+        highlight=False,
+    )
+    console.print(
+        f"not equal: first prompt {prep['prompt_tokens']['agent-train']} tokens (agent-train: the env's "
+        f"tool listing in the user turn) vs {prep['prompt_tokens']['trl']} (TRL: the template's, in the "
+        f"system turn) | TRL does not run the last turn's tool call | agent-train recomputes logprobs "
+        f"(one more forward pass), rolls out step s+1 while step s trains, keeps a generation copy of the "
+        f"weights",
         highlight=False,
     )
     console.print(
@@ -545,7 +561,7 @@ def main() -> None:
         prompts=args.prompts or 2,
         group_size=args.group_size or (2 if quick else 4),
         max_turns=args.max_turns or 3,
-        max_new_tokens=args.max_new_tokens or 48,
+        max_new_tokens=args.max_new_tokens or (48 if quick else 64),
         budget=16384,
         lr=1e-5 if quick else 1e-6,
     )

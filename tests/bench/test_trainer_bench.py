@@ -43,9 +43,10 @@ def test_both_trainers_run_the_same_work_and_the_table_has_the_ratio(tmp_path):
     assert ours["episodes"] == trl["episodes"] == episodes
     assert ours["steps"] == trl["steps"] == work["steps"]
     assert ours["excluded"] == 0  # no transcript drifted from the chat template
-    # multi-turn in both: every episode ran its max_turns generations
+    # multi-turn in both: agent-train's env answers every turn; TRL goes on while the policy calls a
+    # tool, which the taught policy does nearly always (a rare mis-sampled call ends a rollout early)
     assert ours["turns"] == pytest.approx(work["max_turns"])
-    assert trl["turns"] == pytest.approx(work["max_turns"])
+    assert work["max_turns"] - 0.5 <= trl["turns"] <= work["max_turns"]
     for measured in (ours, trl):
         assert measured["gen_tokens"] > 0 and measured["trained_tokens"] > 0
         assert measured["peak_rss_mib"] > 100 and measured["torch_threads"] == 1
