@@ -56,6 +56,7 @@ class Work:
     steps: int  # optimizer steps
     prompts: int  # tasks (env seeds) per step
     group_size: int  # rollouts per task
+    micro_batch: int  # sequences per backward pass; a step accumulates prompts * group_size of them
     max_turns: int  # generations per episode
     max_new_tokens: int  # per turn
     budget: int  # token cap of an episode, set high enough that it never binds
@@ -300,7 +301,7 @@ def run_agent_train(work: Work, folder: Path, out: Path) -> dict[str, Any]:
         lr=work.lr,
         clip_low=work.clip_low,
         clip_high=work.clip_high,
-        micro_batch=work.prompts * work.group_size,  # TRL's whole batch in one backward pass
+        micro_batch=work.micro_batch,
         exact_sampling=False,  # generate in float32 as TRL does (agent-train's CPU default is float64)
         zero_variance="keep",  # TRL trains zero-advantage groups too
         max_idle_steps=0,
@@ -382,8 +383,10 @@ def run_trl(work: Work, folder: Path, out: Path) -> dict[str, Any]:
     config = GRPOConfig(
         output_dir=str(out),
         max_steps=work.steps,
-        per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1,
+        # one generation batch of prompts x group_size rollouts, trained in micro-batches, one optimizer step
+        per_device_train_batch_size=work.micro_batch,
+        gradient_accumulation_steps=batch // work.micro_batch,
+        generation_batch_size=batch,
         num_generations=work.group_size,
         shuffle_dataset=False,
         max_completion_length=work.budget,
@@ -435,15 +438,20 @@ def worker(name: str, work: Work, folder: Path) -> None:
     import torch
 
     torch.set_num_threads(1)
-    run = {"agent-train": run_agent_train, "trl": run_trl}[name]
-    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as out:
-        measured = run(work, folder, Path(out))
+    if name == "prepare":
+        measured = prepare(work, folder)
+    else:
+        run = {"agent-train": run_agent_train, "trl": run_trl}[name]
+        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as out:
+            measured = run(work, folder, Path(out))
     measured.update(peak_rss_mib=peak_rss_mib(), torch_threads=torch.get_num_threads())
+    measured["torch"] = torch.__version__
     print(RESULT + json.dumps(measured), flush=True)
 
 
 def spawn(name: str, work: Work, folder: Path, timeout: float) -> dict[str, Any]:
-    """One trainer in a fresh interpreter: its RSS high-water mark is its own."""
+    """One stage (the starting weights, or a trainer) in a fresh interpreter: its RSS high-water mark
+    is its own, and the parent holds no model while a trainer runs."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(
         [
@@ -503,7 +511,8 @@ def report(work: Work, prep: dict[str, Any], results: dict[str, dict[str, Any]],
     console = Console(width=110, record=True)
     console.print(table)
     console.print(
-        f"same for both: {work.steps} steps x {work.prompts} tasks x {work.group_size} rollouts, "
+        f"same for both: {work.steps} steps x {work.prompts} tasks x {work.group_size} rollouts "
+        f"(micro-batches of {work.micro_batch}), "
         f"{work.max_turns} generations/episode x <= {work.max_new_tokens} new tokens, lr {work.lr}, "
         f"clip [{work.clip_low}, {work.clip_high}], temperature {work.temperature}, float32 | starting "
         f"policy: {prep['params'] / 1e6:.1f}M params, taught the tool call in {prep['lesson_steps']} steps "
@@ -524,12 +533,11 @@ def report(work: Work, prep: dict[str, Any], results: dict[str, dict[str, Any]],
         f"| excluded episodes (agent-train): {results['agent-train']['excluded']}",
         highlight=False,
     )
-    import torch
-
     console.print(
         f"machine: {platform.machine()} {os.cpu_count()} cores | load average {loads[0]:.1f} before, "
-        f"{loads[1]:.1f} after | torch {torch.__version__}, threads {results['trl']['torch_threads']} per "
-        f"trainer (OMP_NUM_THREADS=1) | python {platform.python_version()}",
+        f"{loads[1]:.1f} after | torch {results['trl']['torch']}, threads "
+        f"{results['trl']['torch_threads']} per trainer (OMP_NUM_THREADS=1) | "
+        f"python {platform.python_version()}",
         highlight=False,
     )
     return console.export_text()
@@ -543,11 +551,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--prompts", type=int, default=None, help="tasks per step")
     parser.add_argument("--group-size", type=int, default=None)
+    parser.add_argument("--micro-batch", type=int, default=None, help="sequences per backward pass")
     parser.add_argument("--max-turns", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--json", default=None, help="also write the measurements here")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per trainer")
-    parser.add_argument("--worker", choices=("agent-train", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("prepare", "agent-train", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--start", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -560,15 +569,18 @@ def main() -> None:
         steps=args.steps or 2,
         prompts=args.prompts or 2,
         group_size=args.group_size or (2 if quick else 4),
+        micro_batch=args.micro_batch or 2,
         max_turns=args.max_turns or 3,
         max_new_tokens=args.max_new_tokens or (48 if quick else 64),
         budget=16384,
         lr=1e-5 if quick else 1e-6,
     )
+    if (work.prompts * work.group_size) % work.micro_batch:
+        parser.error("--micro-batch must divide prompts x group size")
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
         folder = Path(tmp) / "start"
-        prep = prepare(work, folder)
+        prep = spawn("prepare", work, folder, args.timeout)
         print(f"starting policy ready: {prep}", flush=True)
         results = {}
         for name in ("agent-train", "trl"):
