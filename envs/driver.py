@@ -33,6 +33,8 @@ import gymnasium as gym
 from agentrl.core import EpisodeOverError, StepResult
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from agentrl.client import AsyncEnvClient, EnvClient
 
 Policy = Callable[[str, dict[str, Any]], "str | None"]
@@ -214,7 +216,7 @@ class AsyncEpisode(_EpisodeCore):
         self.episode_id: str | None = None
 
     @classmethod
-    def owning(cls, source: EnvSource) -> AsyncEpisode:
+    def owning(cls, source: EnvSource) -> Self:
         """An episode with a client of its own where `source` is served (one per framework rollout
         object, where nothing else holds a client); `close` closes that client after the episode."""
         episode = cls(source, source.async_client() if source.base_url is not None else None)

@@ -28,7 +28,7 @@ class SandboxHolderInfo(BaseModel):
     holder: str = Field(description="Its name, at the head of every sandbox id it makes.")
     url: str = Field(description="Where to send calls on its sandboxes.")
     state: Literal["starting", "up", "down"]
-    live_sandboxes: int = Field(0, description="Open sandboxes at its last health check.")
+    live_sandboxes: int = Field(default=0, description="Open sandboxes at its last health check.")
 
 
 class SandboxClusterMap(BaseModel):

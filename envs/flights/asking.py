@@ -110,11 +110,13 @@ class AskFirst:
         return self.policy(whole, self.first_info)  # the reset's info, as the first observation's
 
     def _opening(self) -> str:
+        assert self.first is not None, "no first observation yet"
         return self.first.split(REQUEST_HEADING, 1)[1].split("\n\n", 1)[0]
 
     def _whole(self) -> str:
         """The first observation with the customer's opening replaced by the whole request."""
         request, names = read_request(self._opening(), " ".join(self.replies))
+        assert self.first is not None
         head, rest = self.first.split(REQUEST_HEADING, 1)
         tools = rest.split("\n\n# Tools", 1)[1]
         return f"{head}{REQUEST_HEADING}{describe(request, names)}\n\n# Tools{tools}"

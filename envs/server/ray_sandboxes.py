@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import ray
+from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from agentrl.sandbox_server.discovery import CLUSTER_PATH, NEAR_ENV_VAR, SandboxClusterMap, SandboxHolderInfo
@@ -130,7 +131,7 @@ class NodeSandboxes:
 
     def stop(self) -> None:
         for actor, _ in self.servers.values():
-            with contextlib.suppress(ray.exceptions.RayError):  # already gone: the kill is all there is
+            with contextlib.suppress(RayError):  # already gone: the kill is all there is
                 ray.get(actor.stop.remote(), timeout=60)
             ray.kill(actor)
 

@@ -278,6 +278,8 @@ def load_tau2(root: Path, split: str) -> AirlineData:
     """τ²-bench's layout: the database file, policy, tasks and split file; a split's tasks in the
     task file's order."""
     db_path = tau2_database(root)
+    if db_path is None:
+        raise FileNotFoundError(f"no τ²-bench database file ({', '.join(TAU2_DATABASE_FILES)}) in {root}")
     text = db_path.read_text(encoding="utf-8")
     db = _toml(text, db_path) if db_path.suffix == ".toml" else json.loads(text)
     tasks_path = root / TAU2_TASKS_FILE

@@ -328,6 +328,7 @@ class TauAirlineEnv(ToolEnv):
 
     def _fork_resources(self, child: TauAirlineEnv) -> None:
         child._db = self._db.copy()
+        assert self.data is not None, "a fork of an episode that has data"
         child.desk = new_desk(self.data, child._db.session)
         child.desk.touched = set(self.desk.touched)
 
@@ -352,6 +353,7 @@ class TauAirlineEnv(ToolEnv):
 
     @tool("Get the status of a flight on a date.")
     def get_flight_status(self, args: d.FlightRef) -> str:
+        assert isinstance(self.desk, Tau2Desk), "a τ²-bench tool: offered with τ²-bench's data only"
         return self.desk.get_flight_status(args)
 
     @tool("Get the details of a reservation.")
