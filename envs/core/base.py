@@ -20,6 +20,7 @@ from agentrl.core.fork import EpisodeLog, copy_env, replay_env
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
+from agentrl.core.state_hash import state_hash
 from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
 from agentrl.core.trajectory import StateChange, Trace, call_record, record
 
@@ -120,6 +121,12 @@ class TextEnv(gym.Env[str, str]):
         `trajectory.StateChange`); None for envs without a database."""
         return None
 
+    def _state(self) -> Any:
+        """The state the next step depends on, as plain data, hashed into every `info["state_hash"]`
+        (see `core.state_hash`): by default the whole transcript, which is always enough (and
+        groups only identical histories); envs name a smaller state."""
+        return self.messages
+
     def _trace_tools(self) -> list[dict[str, Any]]:
         """The tool specs a trajectory record lists."""
         return []
@@ -149,6 +156,7 @@ class TextEnv(gym.Env[str, str]):
         observation = utf8_safe(clip_text(observation, self.observation_space.max_length))
         self.messages = [{"role": "user", "content": observation}]
         info.setdefault("turn", 0)
+        info["state_hash"] = state_hash(self._state())
         self._log = log
         env_id = self.spec.id if self.spec is not None else None
         self._trace = Trace(env_id, info.get("task_id"), seed, observation, self._trace_tools(),
@@ -193,6 +201,7 @@ class TextEnv(gym.Env[str, str]):
             result.truncated,
             self._state_change(),
         )
+        result.info["state_hash"] = state_hash(self._state())  # after `_state_change`: the world as it is now
         return result.as_tuple()
 
     def fork(self, n: int = 1) -> list[Self]:
@@ -259,6 +268,16 @@ class ToolEnv(TextEnv):
         """Extra info merged into every step's and reset's info (e.g. progress)."""
         return {}
 
+    def _world_state(self) -> Any:
+        """The part of the state the tool results shown do not tell (a database's changed rows);
+        None for envs whose world is the task alone."""
+        return None
+
+    def _state(self) -> Any:
+        """The task, the set of tool results shown (a set: the order they came in does not change
+        what the agent knows) and the world's own state (`_world_state`)."""
+        return {"task": self.messages[0]["content"], "shown": self._shown, "world": self._world_state()}
+
     # --- shared machinery ------------------------------------------------------------------
     @classmethod
     def tool_specs(cls) -> list[dict[str, Any]]:
@@ -283,6 +302,7 @@ class ToolEnv(TextEnv):
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
+        self._shown: set[str] = set()  # the tool results shown so far (see `_state`)
         specs = self.tool_specs()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
@@ -328,6 +348,7 @@ class ToolEnv(TextEnv):
                 self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
+            self._shown.add(responses[-1])
             calls.append({"name": item.name, "ok": True})
             self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode
