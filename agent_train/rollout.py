@@ -11,7 +11,7 @@ import asyncio
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -128,6 +128,14 @@ class Episode:
     trace: str | None = None  # the full traceback of `error`, for the run log
     task_id: str | None = None  # the env's `info["task_id"]` at reset, when it names one
     info: dict[str, Any] = field(default_factory=dict)
+    # per turn, for step-level credit (`credit.py`): where its generation starts in the transcript,
+    # the env's `info["state_hash"]` before it (one more: the state after the last step), its reward
+    turn_starts: list[int] = field(default_factory=list)
+    state_hashes: list[str | None] = field(default_factory=list)
+    step_rewards: list[float] = field(default_factory=list)
+    # branch credit: the turn this episode was forked before (None: a root), and a root's forks
+    fork_turn: int | None = None
+    branches: list[tuple[int, list[Episode]]] = field(default_factory=list)
 
     @property
     def excluded(self) -> str | None:
@@ -160,14 +168,57 @@ class Rollouts:
     system_prompt: str | None = None
 
 
-async def run_episode(spec: Rollouts, seed: int, sample_seed: int | None = None) -> Episode:
-    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t).
+BeforeTurn = Callable[[EnvDriver, Episode], Awaitable[None]]
+
+
+async def play(
+    spec: Rollouts,
+    driver: EnvDriver,
+    episode: Episode,
+    info: dict[str, Any],
+    sample_seed: int | None,
+    before_turn: BeforeTurn | None = None,
+) -> None:
+    """Turns until the episode ends, from wherever `episode` is (`info`: the env's latest); with
+    `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t). `before_turn` sees each
+    state before the policy acts in it (branch credit forks there)."""
+    transcript, limits = episode.transcript, spec.limits
+    while True:
+        room = limits.token_budget - len(transcript.ids)
+        if room <= 0:
+            episode.truncated_by_budget = True
+            break
+        if before_turn is not None:
+            await before_turn(driver, episode)
+        turn_seed = None if sample_seed is None else derive_seed(sample_seed, episode.turns)
+        episode.turn_starts.append(len(transcript.ids))
+        gen = await spec.backend.generate(transcript.ids, min(limits.max_new_tokens, room), turn_seed)
+        action = transcript.add_generation(gen.ids, gen.logprobs, gen.version)
+        start = time.perf_counter()
+        observation, reward, terminated, truncated, info = await driver.step(action)
+        episode.env_s += time.perf_counter() - start
+        episode.reward += float(reward)
+        episode.step_rewards.append(float(reward))
+        episode.state_hashes.append(info.get("state_hash"))
+        episode.turns += 1
+        if terminated or truncated:
+            break
+        if not transcript.add_env_message(observation):
+            break  # drifted: stop here, the episode is excluded from training
+    transcript.check()
+    episode.info = dict(info)
+    episode.success = bool(info.get("success", episode.reward >= limits.success_threshold))
+
+
+async def run_episode(
+    spec: Rollouts, seed: int, sample_seed: int | None = None, before_turn: BeforeTurn | None = None
+) -> Episode:
+    """One episode (see `play`).
 
     An exception (env, server, generator) ends this episode with `error` and `trace` set: the
     caller counts it and decides whether the run can go on; it is never trained on."""
     transcript = Transcript(spec.tokenizer)
     episode = Episode(seed=seed, transcript=transcript)
-    limits = spec.limits
     driver = None
     try:
         driver = await asyncio.get_running_loop().run_in_executor(_env_threads(), spec.make_driver)
@@ -180,26 +231,8 @@ async def run_episode(spec: Rollouts, seed: int, sample_seed: int | None = None)
         if spec.system_prompt:
             first.insert(0, {"role": "system", "content": spec.system_prompt})
         transcript.start(first)
-        while True:
-            room = limits.token_budget - len(transcript.ids)
-            if room <= 0:
-                episode.truncated_by_budget = True
-                break
-            turn_seed = None if sample_seed is None else derive_seed(sample_seed, episode.turns)
-            gen = await spec.backend.generate(transcript.ids, min(limits.max_new_tokens, room), turn_seed)
-            action = transcript.add_generation(gen.ids, gen.logprobs, gen.version)
-            start = time.perf_counter()
-            observation, reward, terminated, truncated, info = await driver.step(action)
-            episode.env_s += time.perf_counter() - start
-            episode.reward += float(reward)
-            episode.turns += 1
-            if terminated or truncated:
-                break
-            if not transcript.add_env_message(observation):
-                break  # drifted: stop here, the episode is excluded from training
-        transcript.check()
-        episode.info = dict(info)
-        episode.success = bool(info.get("success", episode.reward >= limits.success_threshold))
+        episode.state_hashes.append(info.get("state_hash"))
+        await play(spec, driver, episode, info, sample_seed, before_turn)
     except Exception as exc:
         episode.error = f"{type(exc).__name__}: {exc}"
         episode.trace = traceback.format_exc()

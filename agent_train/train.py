@@ -25,9 +25,10 @@ from agentrl.agent_train.accounting import FailureGuard, TaskLedger, TrainingAbo
 from agentrl.agent_train.backends import GenerationBackend, HFBackend, derive_seed
 from agentrl.agent_train.checkpoints import load_resume_state, save_checkpoint
 from agentrl.agent_train.config import TrainConfig
+from agentrl.agent_train.credit import Advantage, advantage_tensor, assign_credit, groups_collector
 from agentrl.agent_train.evaluate import evaluate
-from agentrl.agent_train.grpo import group_advantages, grpo_loss, token_logprobs
-from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, collect_groups, driver_factory
+from agentrl.agent_train.grpo import grpo_loss, token_logprobs
+from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, driver_factory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +83,7 @@ class RolloutProducer:
             await asyncio.to_thread(self._wait_for_version, step - self.cfg.max_staleness)
             start = time.perf_counter()
             tokens_before, busy_before = self.backend.generated_tokens, self.backend.busy_s
-            groups = await collect_groups(
+            groups = await groups_collector(self.cfg)(
                 self.train_spec,
                 train_seeds(self.cfg, step),
                 self.cfg.group_size,
@@ -147,7 +148,7 @@ class RolloutProducer:
 # ---------------------------------------------------------------------------------------------
 # batch building and one optimizer step
 # ---------------------------------------------------------------------------------------------
-def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
+def build_batch(episodes: list[Episode], advantages: list[Advantage], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded tensors; the mask is the transcripts' provenance mask, padded with 0."""
     width = max(len(e.transcript.ids) for e in episodes)
     n = len(episodes)
@@ -157,7 +158,7 @@ def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -
         "mask": torch.zeros((n, width)),
         "behav_logp": torch.zeros((n, width)),
         "versions": torch.full((n, width), -1, dtype=torch.long),
-        "adv": torch.tensor(advantages, dtype=torch.float32),
+        "adv": advantage_tensor(episodes, advantages, width),  # per sequence, or per token
     }
     for i, e in enumerate(episodes):
         t, m = e.transcript, len(e.transcript.ids)
@@ -170,8 +171,8 @@ def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -
 
 
 def select_samples(
-    groups: list[list[Episode]], adv: torch.Tensor, keep: torch.Tensor, version: int, max_staleness: int
-) -> tuple[list[Episode], list[float], int]:
+    groups: list[list[Episode]], adv: Any, keep: Any, version: int, max_staleness: int
+) -> tuple[list[Episode], list[Advantage], int]:
     """What gets trained on: not excluded (drift, errors), not too stale, not in a skipped group."""
     chosen, chosen_adv, stale = [], [], 0
     for gi, group in enumerate(groups):
@@ -179,9 +180,10 @@ def select_samples(
             sampled = [v for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m]
             if version - min(sampled, default=version) > max_staleness:
                 stale += 1
-            elif keep[gi, ei] and e.excluded is None and sampled:
+            elif keep[gi][ei] and e.excluded is None and sampled:
                 chosen.append(e)
-                chosen_adv.append(float(adv[gi, ei]))
+                a = adv[gi][ei]
+                chosen_adv.append(a if isinstance(a, list) else float(a))
     return chosen, chosen_adv, stale
 
 
@@ -399,15 +401,11 @@ def train(
             row = episode_metrics(groups)
             row.update(guard.check_episodes(f"step {step}", flat))
             ledger.add_train(flat)
-            rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
-            if cfg.shuffle_rewards:  # a placebo run: no link left between what was said and its reward
-                order = torch.randperm(
-                    rewards.numel(), generator=torch.Generator().manual_seed(step + cfg.seed)
-                )
-                rewards = rewards.flatten()[order].view_as(rewards)
-            valid = torch.tensor([[e.excluded is None for e in g] for g in groups])
-            adv, keep = group_advantages(rewards, cfg.advantage, zero_variance=cfg.zero_variance, valid=valid)
-            chosen, chosen_adv, stale = select_samples(groups, adv, keep, step, cfg.max_staleness)
+            credit = assign_credit(cfg, groups, step)  # episode (GRPO), anchor or branch: see credit.py
+            row.update(credit.metrics)
+            chosen, chosen_adv, stale = select_samples(
+                credit.samples, credit.advantages, credit.keep, step, cfg.max_staleness
+            )
             guard.check_trained(
                 step,
                 len(chosen),

@@ -175,7 +175,8 @@ class SearchEnv(TextEnv):
 
     def _state(self) -> Any:
         """The question and the set of passages shown: what the next answer can draw on."""
-        return {"question": self.question.question if self.question else None, "passages": self.shown_passages}
+        question = self.question.question if self.question else None
+        return {"question": question, "passages": self.shown_passages}
 
     def _record(self, action: str, observation: str) -> None:
         self.rollout_text += action
