@@ -176,6 +176,7 @@ def branch_advantages(
         "zero_var_groups_branch": float(np.mean(flat_siblings)) if flat_siblings else 1.0,
         "branch_groups": float(len(flat_siblings)),
         "branch_episodes": float(forks),
+        "branch_excluded": float(sum(not ok(e) for s in samples for e in s if e.fork_turn is not None)),
         "branch_tokens": float(
             sum(e.transcript.generated_tokens for s in samples for e in s if e.fork_turn is not None)
         ),
@@ -228,6 +229,7 @@ def _finish(
     metrics: dict[str, float],
 ) -> Credit:
     """Keep what may be trained on: valid, and (under "skip") with some token's advantage nonzero."""
+
     def trains(adv: list[float]) -> bool:
         return any(abs(a) > EPS for a in adv)
 

@@ -394,6 +394,7 @@ def train(
             metrics.log(start_step, result["eval_before"])
         producer.start(start_step, cfg.steps)
         bar = _progress(cfg, start_step)
+        generated = 0
         for step in range(start_step, cfg.steps):
             t0 = time.perf_counter()
             _, groups, timing = producer.get()
@@ -424,7 +425,9 @@ def train(
                 trained_samples=float(len(chosen)),
                 rollout_s=timing["rollout_s"],
                 gen_tokens_per_s=timing["gen_tokens"] / max(timing["gen_busy_s"], 1e-9),
+                gen_tokens=float(timing["gen_tokens"]),  # every token generated, forks included
             )
+            generated += timing["gen_tokens"]
             t_train = time.perf_counter()
             if chosen:
                 batch = build_batch(chosen, chosen_adv, tokenizer.pad_token_id)
@@ -441,6 +444,8 @@ def train(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward_mean']:.3f}", succ=f"{row['success_rate']:.2f}")
+            if cfg.gen_token_budget and generated >= cfg.gen_token_budget:
+                break  # equal generated tokens across credit modes, however many steps that takes
         if bar is not None:
             bar.close()
         if cfg.eval_seeds:

@@ -79,11 +79,22 @@ def test_flights_searches_in_either_order_reach_one_state_and_a_booking_changes_
         method = json.loads(shown)["content"]["payment_methods"][0]["id"]
         if granularity != "fine":
             book = (
-                call("book_flight", flight_id=flight, cabin="economy", passenger_ids=[passenger],
-                     payment_method_id=method)
+                call(
+                    "book_flight",
+                    flight_id=flight,
+                    cabin="economy",
+                    passenger_ids=[passenger],
+                    payment_method_id=method,
+                )
                 if granularity == "default"
-                else call("book_best", origin=origin, destination=destination, date=day,
-                          passenger_ids=[passenger], payment_method_id=method)
+                else call(
+                    "book_best",
+                    origin=origin,
+                    destination=destination,
+                    date=day,
+                    passenger_ids=[passenger],
+                    payment_method_id=method,
+                )
             )
             info = env.step(book)[4]
             rows = env._world_state()["rows"]

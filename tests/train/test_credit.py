@@ -5,6 +5,7 @@ all closed once their group is done."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from types import SimpleNamespace
@@ -63,8 +64,9 @@ def test_anchor_advantages_on_a_hand_built_group():
     assert per_turn[0] == [pytest.approx(x) for x in expect]
     assert metrics["anchor_groups"] == 2 and metrics["zero_var_groups_anchor"] == 0.0
     # an invalid episode is in no step group; its state A partner is then alone (A_S = 0)
-    per_turn, metrics = anchor_advantages([[e0, e1, e2]], [[1.0, 0.0, 0.0]], [[True, False, True]],
-                                          [[1.0, 0.0, -1.0]], gamma=1.0, omega=1.0)
+    per_turn, metrics = anchor_advantages(
+        [[e0, e1, e2]], [[1.0, 0.0, 0.0]], [[True, False, True]], [[1.0, 0.0, -1.0]], gamma=1.0, omega=1.0
+    )
     assert per_turn[0][0][1] == pytest.approx(1.0) and metrics["anchor_groups"] == 1
 
 
@@ -159,8 +161,12 @@ class EchoPolicy:
             text = '<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>'
         else:
             word = secret if (seed or 0) % 2 == 0 else "nope"
-            text = '<tool_call>{"name": "finish", "arguments": {"answer": "%s"}}</tool_call>' % word
-        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id][:max_new_tokens]
+            text = json.dumps({"name": "finish", "arguments": {"answer": word}}).join(
+                ["<tool_call>", "</tool_call>"]
+            )
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id][
+            :max_new_tokens
+        ]
         self.generated_tokens += len(ids)
         return Generation(ids, [-0.5] * len(ids), self.version, True)
 
@@ -184,14 +190,21 @@ def test_branch_rollouts_over_http_close_every_fork(smollm2_tokenizer):
             for f in forks:
                 assert f.error is None and f.fork_turn == turn and f.turns == 3
                 assert f.state_hashes[: turn + 1] == root.state_hashes[: turn + 1]
-                assert f.transcript.ids[: f.turn_starts[turn]] == root.transcript.ids[: root.turn_starts[turn]]
+                assert (
+                    f.transcript.ids[: f.turn_starts[turn]] == root.transcript.ids[: root.turn_starts[turn]]
+                )
                 assert sum(f.transcript.mask[: f.turn_starts[turn]]) == 0  # the prefix is the root's to train
                 assert f.transcript.generated_tokens > 0
     # the token count covers every branch: roots and forks
-    total = sum(e.transcript.generated_tokens for root in roots for e in (root, *(
-        b for _, fs in root.branches for b in fs)))
+    total = sum(
+        e.transcript.generated_tokens
+        for root in roots
+        for e in (root, *(b for _, fs in root.branches for b in fs))
+    )
     assert backend.generated_tokens == total
-    cfg = SimpleNamespace(credit="branch", shuffle_rewards=False, seed=0, credit_omega=1.0, zero_variance="skip")
+    cfg = SimpleNamespace(
+        credit="branch", shuffle_rewards=False, seed=0, credit_omega=1.0, zero_variance="skip"
+    )
     credit = assign_credit(cfg, groups, 0)
     assert [len(s) for s in credit.samples] == [2 + 2 * 4, 2 + 2 * 4]
     assert credit.metrics["branch_groups"] == 8 and credit.metrics["branch_episodes"] == 16
