@@ -275,7 +275,7 @@ class ToolEnv(TextEnv):
 
     def _state(self) -> Any:
         """The task, the set of tool results shown (a set: the order they came in does not change
-        what the agent knows) and the world's own state (`_world_state`)."""
+        what the agent knows; kept as digests) and the world's own state (`_world_state`)."""
         return {"task": self.messages[0]["content"], "shown": self._shown, "world": self._world_state()}
 
     # --- shared machinery ------------------------------------------------------------------
@@ -302,7 +302,7 @@ class ToolEnv(TextEnv):
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
-        self._shown: set[str] = set()  # the tool results shown so far (see `_state`)
+        self._shown: set[str] = set()  # digests of the tool results shown so far (see `_state`)
         specs = self.tool_specs()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
@@ -348,7 +348,7 @@ class ToolEnv(TextEnv):
                 self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
-            self._shown.add(responses[-1])
+            self._shown.add(state_hash(responses[-1]))  # its digest: a step hashes the set, not the texts
             calls.append({"name": item.name, "ok": True})
             self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode
