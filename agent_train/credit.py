@@ -41,17 +41,8 @@ import torch
 
 from agentrl.agent_train.backends import derive_seed
 from agentrl.agent_train.grpo import group_advantages
-from agentrl.agent_train.rollout import (
-    EnvDriver,
-    Episode,
-    GymDriver,
-    HttpDriver,
-    Rollouts,
-    _env_threads,
-    collect_groups,
-    play,
-    run_episode,
-)
+from agentrl.agent_train.rollout import Episode, Rollouts, collect_groups, continue_fork, run_episode
+from agentrl.driver import AsyncEpisode
 
 CreditMode = Literal["episode", "anchor", "branch"]
 MODES = ("episode", "anchor", "branch")
@@ -264,39 +255,6 @@ def advantage_tensor(episodes: list[Episode], advantages: list[Advantage], width
 # ---------------------------------------------------------------------------------------------
 # branch rollouts
 # ---------------------------------------------------------------------------------------------
-class LocalFork:
-    """A fork of an in-process env, driven like `GymDriver`."""
-
-    def __init__(self, env: Any) -> None:
-        self.env = env
-
-    async def step(self, action: str) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(_env_threads(), self.env.step, action)
-
-    async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(_env_threads(), self.env.close)
-
-
-async def fork_driver(driver: EnvDriver, n: int) -> list[EnvDriver]:
-    """n drivers of new episodes in `driver`'s episode's state: over HTTP the server's fork route,
-    in-process the env's own `fork`."""
-    if isinstance(driver, HttpDriver):
-        if driver.episode_id is None:
-            raise RuntimeError("fork before reset")
-        forked = await driver.pool.get().fork_episode(driver.episode_id, n)
-        children = []
-        for f in forked:
-            child = HttpDriver(driver.env_id, driver.pool, **driver.env_kwargs)
-            child.episode_id = f.episode_id
-            children.append(child)
-        return children
-    env = driver.env.unwrapped if isinstance(driver, GymDriver | LocalFork) else None
-    if env is None or not hasattr(env, "fork"):
-        raise TypeError(f"branch credit needs an env that can fork; {type(env).__name__} cannot")
-    forks = await asyncio.get_running_loop().run_in_executor(_env_threads(), env.fork, n)
-    return [LocalFork(f) for f in forks]
-
-
 def fork_episode_state(episode: Episode, turn: int) -> Episode:
     """A fork's own copy of `episode` as it stands before `turn`: the transcript so far with its
     mask cleared (the prefix is trained in the root), no reward yet."""
@@ -313,29 +271,9 @@ def fork_episode_state(episode: Episode, turn: int) -> Episode:
         turn_starts=list(episode.turn_starts),
         state_hashes=list(episode.state_hashes),
         step_rewards=list(episode.step_rewards),
-        reward=episode.reward,
+        reward=sum(episode.step_rewards),
         fork_turn=turn,
     )
-
-
-async def _continue_fork(
-    spec: Rollouts, driver: EnvDriver, episode: Episode, info: dict[str, Any], sample_seed: int | None
-) -> Episode:
-    """Play a fork to its end, then close it, whatever happens."""
-    import traceback
-
-    try:
-        await play(spec, driver, episode, info, sample_seed)
-    except Exception as exc:
-        episode.error = f"{type(exc).__name__}: {exc}"
-        episode.trace = traceback.format_exc()
-    finally:
-        try:
-            await driver.close()
-        except Exception as exc:
-            if episode.error is None:
-                episode.error = f"close failed: {type(exc).__name__}: {exc}"
-    return episode
 
 
 async def collect_branch_groups(
@@ -349,32 +287,31 @@ async def collect_branch_groups(
     points: int = 2,
 ) -> list[list[Episode]]:
     """`collect_groups`, whose roots fork `branches` ways before each of their turns 1..`points`
-    (the states after a tool call; turn 0's state is the reset, which the group already samples);
+    (the states after a tool call; turn 0's state is the reset, which the group already samples;
+    `AsyncEpisode.fork`: over HTTP the server's fork route, in-process the env's own `fork`);
     `points` 0 forks at every turn. Forks run alongside; every fork is closed when it ends, and this
     returns only once every fork of every group has ended."""
     gate = asyncio.Semaphore(spec.concurrency)
     pending: list[asyncio.Task[Episode]] = []
 
     def hook(own: int | None) -> Any:
-        async def before_turn(driver: EnvDriver, root: Episode) -> None:
-            turn = root.turns
+        async def before_turn(env: AsyncEpisode, root: Episode) -> None:
+            turn = len(root.turn_starts)  # the turns taken so far
             if turn == 0 or (points and turn > points):
                 return
-            children = await fork_driver(driver, branches)
             made = []
-            for j, child in enumerate(children):
+            for j, child in enumerate(await env.fork(branches)):
                 fork = fork_episode_state(root, turn)
                 seed = None if own is None else derive_seed(own, BRANCH_STREAM, turn, j)
-                info = {"state_hash": root.state_hashes[-1]}
-                pending.append(asyncio.create_task(_gated(child, fork, info, seed)))
+                pending.append(asyncio.create_task(_gated(child, fork, seed)))
                 made.append(fork)
             root.branches.append((turn, made))
 
         return before_turn
 
-    async def _gated(driver: EnvDriver, fork: Episode, info: dict[str, Any], seed: int | None) -> Episode:
+    async def _gated(env: AsyncEpisode, fork: Episode, seed: int | None) -> Episode:
         async with gate:
-            return await _continue_fork(spec, driver, fork, info, seed)
+            return await continue_fork(spec, env, fork, seed)
 
     async def one(seed: int, j: int) -> Episode:
         own = None if sample_seed is None else derive_seed(sample_seed, seed, j)

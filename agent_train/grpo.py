@@ -1,12 +1,15 @@
 """The GRPO objective: group-normalised advantages and a masked, clipped policy-gradient loss.
 
-Kept as two small pure functions so that their known answers can be tested directly: masked
+Kept as small pure functions so that their known answers can be tested directly: masked
 positions get exactly zero gradient, and a group whose rewards are all equal contributes nothing.
+Every aggregation choice of a run lives here: the advantage baseline (`group_advantages`), how a
+loss averages tokens and sequences (`grpo_loss`), and how micro-batches add up to one optimizer
+step's loss (`step_loss`).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -136,3 +139,36 @@ def token_logprobs(
     picked = torch.gather(logits, 2, ids[:, 1:, None]).squeeze(-1)
     out = picked - torch.logsumexp(logits, dim=-1)
     return torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)
+
+
+def step_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    aggregation: Aggregation | str,
+    step_mask: torch.Tensor,
+    max_new_tokens: int,
+    **loss_kwargs: Any,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """`grpo_loss` of one micro-batch of an optimizer step, scaled so that the micro-batches' losses
+    add up to the loss of the whole step under `aggregation`; `step_mask` is the step's whole mask.
+
+    "token-mean" divides by the step's trained tokens (not the micro-batch's); "constant" by the
+    step's sequences times `max_new_tokens`; "seq-mean" averages the micro-batch's sequences, then
+    weighs that mean by the micro-batch's share of the step's sequences with tokens.
+    """
+    if aggregation == "token-mean":
+        total_tokens = float(step_mask.sum().clamp_min(1))
+        return grpo_loss(logp, old_logp, advantages, mask, aggregation="constant", normaliser=total_tokens,
+                         **loss_kwargs)
+    if aggregation == "constant":
+        normaliser = float(step_mask.shape[0] * max_new_tokens)
+        return grpo_loss(logp, old_logp, advantages, mask, aggregation="constant", normaliser=normaliser,
+                         **loss_kwargs)
+    if aggregation != "seq-mean":
+        raise ValueError(f"unknown aggregation {aggregation!r}")
+    loss, stats = grpo_loss(logp, old_logp, advantages, mask, aggregation="seq-mean", **loss_kwargs)
+    seqs_with_tokens = float((step_mask.sum(1) > 0).sum().clamp_min(1))
+    return loss * float((mask.sum(1) > 0).sum()) / seqs_with_tokens, stats

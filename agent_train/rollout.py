@@ -1,68 +1,23 @@
-"""Rollout workers: one asyncio task per episode, token-in/token-out, against any env driver.
+"""Rollout workers: one asyncio task per episode, token-in/token-out, in-process or over HTTP.
 
-An env driver is the small async surface a worker needs (reset/step/close). Two implementations:
-an in-process Gymnasium env whose sync calls run in a thread, and the async HTTP client of an
-agentrl server. While one episode waits on its env, the others keep the generation batch full.
+Each episode is played by the episode driver (`agentrl.driver.aplay` over an `AsyncEpisode`: an
+in-process Gymnasium env whose sync calls run in a thread, or the async HTTP client of an agentrl
+server); the policy is the model, token by token (`TokenPolicy`). While one episode waits on its
+env, the others keep the generation batch full.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 import traceback
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from agentrl.agent_train.backends import GenerationBackend, derive_seed
 from agentrl.agent_train.transcript import Transcript
-
-StepOut = tuple[str, float, bool, bool, dict[str, Any]]
-
-
-class EnvDriver(Protocol):
-    async def reset(self, seed: int) -> tuple[str, dict[str, Any]]: ...
-
-    async def step(self, action: str) -> StepOut: ...
-
-    async def close(self) -> None: ...
-
-
-_ENV_THREADS: ThreadPoolExecutor | None = None
-
-
-def _env_threads() -> ThreadPoolExecutor:
-    """Env calls get their own pool: asyncio's default one has ~cores+4 threads, too few to
-    overlap the waits of dozens of episodes whose envs block on I/O."""
-    global _ENV_THREADS
-    if _ENV_THREADS is None:
-        _ENV_THREADS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agentrl-env")
-    return _ENV_THREADS
-
-
-class GymDriver:
-    """An in-process env from `gym.make`; blocking calls go to a worker thread."""
-
-    def __init__(self, env_id: str, **kwargs: Any) -> None:
-        import gymnasium as gym
-
-        import agentrl  # noqa: F401  (registers the ids)
-
-        self.env = gym.make(env_id, **kwargs)
-
-    async def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
-        return await asyncio.get_running_loop().run_in_executor(
-            _env_threads(), partial(self.env.reset, seed=seed)
-        )
-
-    async def step(self, action: str) -> StepOut:
-        return await asyncio.get_running_loop().run_in_executor(_env_threads(), self.env.step, action)
-
-    async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(_env_threads(), self.env.close)
+from agentrl.driver import AsyncEpisode, EnvSource, Outcome, acontinue, aplay
 
 
 class HttpClientPool:
@@ -83,36 +38,16 @@ class HttpClientPool:
         return self._clients[key]
 
 
-class HttpDriver:
-    """An episode on an agentrl server (`agentrl serve`), over the shared async HTTP client."""
-
-    def __init__(self, env_id: str, pool: HttpClientPool, **env_kwargs: Any) -> None:
-        self.env_id, self.pool, self.env_kwargs = env_id, pool, env_kwargs
-        self.episode_id: str | None = None
-
-    async def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
-        created = await self.pool.get().create_episode(
-            self.env_id, seed=seed, env_kwargs=self.env_kwargs or None
-        )
-        self.episode_id = created.episode_id
-        return created.observation, created.info
-
-    async def step(self, action: str) -> StepOut:
-        if self.episode_id is None:
-            raise RuntimeError("step before reset")
-        return (await self.pool.get().step(self.episode_id, action)).as_tuple()
-
-    async def close(self) -> None:
-        if self.episode_id is not None:
-            episode, self.episode_id = self.episode_id, None
-            await self.pool.get().close_episode(episode)
-
-
-def driver_factory(env_id: str, env_url: str | None = None, **kwargs: Any) -> Callable[[], EnvDriver]:
+def driver_factory(env_id: str, env_url: str | None = None, **kwargs: Any) -> Callable[[], AsyncEpisode]:
+    """Where a run's episodes come from: an `AsyncEpisode` per episode, of `env_id` built in-process
+    (`gym.make(env_id, **kwargs)`, on a worker thread) or served at `env_url` (one pooled client
+    per event loop). Called on the event loop that plays the episode."""
     if env_url:
         pool = HttpClientPool(env_url)
-        return lambda: HttpDriver(env_id, pool, **kwargs)
-    return lambda: GymDriver(env_id, **kwargs)
+        source = EnvSource(env_id, env_url, pool.client_kwargs["token"], kwargs)
+        return lambda: AsyncEpisode(source, pool.get())
+    local = EnvSource(env_id, None, None, kwargs)
+    return lambda: AsyncEpisode(local)
 
 
 @dataclass
@@ -160,7 +95,7 @@ class Rollouts:
     the generator, the tokenizer and the limits. One object instead of the same arguments
     passed through every layer."""
 
-    make_driver: Callable[[], EnvDriver]
+    make_driver: Callable[[], AsyncEpisode]  # one per episode (`driver_factory`)
     backend: GenerationBackend
     tokenizer: Any
     limits: RolloutLimits = field(default_factory=RolloutLimits)
@@ -168,83 +103,122 @@ class Rollouts:
     system_prompt: str | None = None
 
 
-BeforeTurn = Callable[[EnvDriver, Episode], Awaitable[None]]
+BeforeTurn = Callable[[AsyncEpisode, Episode], Awaitable[None]]
 
 
-async def play(
-    spec: Rollouts,
-    driver: EnvDriver,
-    episode: Episode,
-    info: dict[str, Any],
-    sample_seed: int | None,
-    before_turn: BeforeTurn | None = None,
-) -> None:
-    """Turns until the episode ends, from wherever `episode` is (`info`: the env's latest); with
-    `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t). `before_turn` sees each
-    state before the policy acts in it (branch credit forks there)."""
-    transcript, limits = episode.transcript, spec.limits
-    while True:
+class TokenPolicy:
+    """The model as the driver's policy: the env's text goes into the transcript as the chat
+    template renders it, the model's sampled tokens come out as the action. It stops the episode
+    (returns None) when the token budget is spent or the transcript drifted.
+
+    Per turn it records on `episode` what step-level credit needs: the state hash each observation
+    came with (`info["state_hash"]`), the reward of the step that led there (read from `env`'s
+    outcome) and where the turn's generation starts. `before_turn` sees each state before the
+    model acts in it (branch credit forks `env` there). A policy given an episode whose transcript
+    is not empty plays on a fork of it: that transcript already ends with the observation it is
+    first called with, whose step is already recorded."""
+
+    def __init__(self, spec: Rollouts, episode: Episode, sample_seed: int | None, env: AsyncEpisode,
+                 before_turn: BeforeTurn | None = None) -> None:
+        self.spec, self.episode, self.sample_seed = spec, episode, sample_seed
+        self.env, self.before_turn = env, before_turn
+        self.turns = episode.turns  # a fork's turn seeds go on from where it was forked
+        self._resumed = bool(episode.transcript.ids)
+
+    async def __call__(self, observation: str, info: dict[str, Any]) -> str | None:
+        transcript, limits = self.episode.transcript, self.spec.limits
+        if self._resumed:
+            self._resumed = False
+        else:
+            self.record(info)
+            if not transcript.ids:  # the first observation: the prompt
+                first = [{"role": "user", "content": observation}]
+                if self.spec.system_prompt:
+                    first.insert(0, {"role": "system", "content": self.spec.system_prompt})
+                transcript.start(first)
+            elif not transcript.add_env_message(observation):
+                return None  # drifted: stop here, the episode is excluded from training
         room = limits.token_budget - len(transcript.ids)
         if room <= 0:
-            episode.truncated_by_budget = True
-            break
-        if before_turn is not None:
-            await before_turn(driver, episode)
-        turn_seed = None if sample_seed is None else derive_seed(sample_seed, episode.turns)
-        episode.turn_starts.append(len(transcript.ids))
-        gen = await spec.backend.generate(transcript.ids, min(limits.max_new_tokens, room), turn_seed)
-        action = transcript.add_generation(gen.ids, gen.logprobs, gen.version)
-        start = time.perf_counter()
-        observation, reward, terminated, truncated, info = await driver.step(action)
-        episode.env_s += time.perf_counter() - start
-        episode.reward += float(reward)
-        episode.step_rewards.append(float(reward))
-        episode.state_hashes.append(info.get("state_hash"))
-        episode.turns += 1
-        if terminated or truncated:
-            break
-        if not transcript.add_env_message(observation):
-            break  # drifted: stop here, the episode is excluded from training
-    transcript.check()
-    episode.info = dict(info)
-    episode.success = bool(info.get("success", episode.reward >= limits.success_threshold))
+            self.episode.truncated_by_budget = True
+            return None
+        if self.before_turn is not None:
+            await self.before_turn(self.env, self.episode)
+        turn_seed = None if self.sample_seed is None else derive_seed(self.sample_seed, self.turns)
+        self.episode.turn_starts.append(len(transcript.ids))
+        gen = await self.spec.backend.generate(transcript.ids, min(limits.max_new_tokens, room), turn_seed)
+        self.turns += 1
+        return transcript.add_generation(gen.ids, gen.logprobs, gen.version)
+
+    def record(self, info: dict[str, Any]) -> None:
+        """The state hash of the observation `info` came with, and, after a step, what it paid."""
+        if self.env.outcome is not None and len(self.episode.step_rewards) < self.env.outcome.turns:
+            self.episode.step_rewards.append(self.env.outcome.last_reward)
+        self.episode.state_hashes.append(info.get("state_hash"))
+
+    def finish(self, outcome: Outcome) -> None:
+        """After the episode: the last step's record where the env ended the episode (the policy
+        was not called after it), the transcript's check, the last info and success."""
+        if len(self.episode.step_rewards) < outcome.turns:
+            self.record(outcome.last_info)
+        self.episode.transcript.check()
+        self.episode.info = dict(outcome.last_info)
+        passed = outcome.reward >= self.spec.limits.success_threshold
+        self.episode.success = bool(outcome.last_info.get("success", passed))
 
 
 async def run_episode(
     spec: Rollouts, seed: int, sample_seed: int | None = None, before_turn: BeforeTurn | None = None
 ) -> Episode:
-    """One episode (see `play`).
+    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t);
+    `before_turn` sees each state before the model acts in it (see `TokenPolicy`).
 
     An exception (env, server, generator) ends this episode with `error` and `trace` set: the
     caller counts it and decides whether the run can go on; it is never trained on."""
-    transcript = Transcript(spec.tokenizer)
-    episode = Episode(seed=seed, transcript=transcript)
-    driver = None
+    episode = Episode(seed=seed, transcript=Transcript(spec.tokenizer))
+    env = None
     try:
-        driver = await asyncio.get_running_loop().run_in_executor(_env_threads(), spec.make_driver)
-        start = time.perf_counter()
-        observation, info = await driver.reset(seed)
-        episode.env_s += time.perf_counter() - start
-        if info.get("task_id") is not None:
-            episode.task_id = str(info["task_id"])
-        first = [{"role": "user", "content": observation}]
-        if spec.system_prompt:
-            first.insert(0, {"role": "system", "content": spec.system_prompt})
-        transcript.start(first)
-        episode.state_hashes.append(info.get("state_hash"))
-        await play(spec, driver, episode, info, sample_seed, before_turn)
+        env = spec.make_driver()
+        policy = TokenPolicy(spec, episode, sample_seed, env, before_turn)
+        policy.finish(await aplay(env, policy, seed))
     except Exception as exc:
         episode.error = f"{type(exc).__name__}: {exc}"
         episode.trace = traceback.format_exc()
     finally:
-        if driver is not None:
-            try:
-                await driver.close()
-            except Exception as exc:
-                if episode.error is None:
-                    episode.error = f"close failed: {type(exc).__name__}: {exc}"
-                    episode.trace = traceback.format_exc()
+        if env is not None:
+            await _settle(episode, env)
     return episode
+
+
+async def continue_fork(
+    spec: Rollouts, env: AsyncEpisode, episode: Episode, sample_seed: int | None
+) -> Episode:
+    """A fork of an episode (`AsyncEpisode.fork`) played on to its end from `episode`, its copy of
+    the forked episode's record (see `TokenPolicy`); then closed, whatever happens."""
+    try:
+        policy = TokenPolicy(spec, episode, sample_seed, env)
+        policy.finish(await acontinue(env, policy))
+    except Exception as exc:
+        episode.error = f"{type(exc).__name__}: {exc}"
+        episode.trace = traceback.format_exc()
+    finally:
+        await _settle(episode, env)
+    return episode
+
+
+async def _settle(episode: Episode, env: AsyncEpisode) -> None:
+    """Take what the env paid and said (also when a step failed) into `episode`, then close the env."""
+    seen = env.outcome
+    if seen is not None:
+        episode.reward, episode.turns, episode.env_s = seen.reward, seen.turns, seen.env_s
+        if seen.info.get("task_id") is not None:
+            episode.task_id = str(seen.info["task_id"])
+    try:
+        await env.close()
+    except Exception as exc:
+        if episode.error is None:
+            episode.error = f"close failed: {type(exc).__name__}: {exc}"
+            episode.trace = traceback.format_exc()
 
 
 async def collect_groups(

@@ -18,23 +18,36 @@ from typing import Any
 ENV = "agentrl/Search-v0"
 
 
+class SearchOracle:
+    """The oracle as an episode driver policy: a search for each evidence title, then the gold answer."""
+
+    def __init__(self) -> None:
+        self.plan: list[str] | None = None
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str | None:
+        if self.plan is None:  # the reset: the answer key
+            if "privileged" not in info:
+                raise ValueError(f"{ENV} gave no privileged info: build it with privileged_info=True")
+            secret = info["privileged"]
+            self.plan = [f"<search> {title} </search>" for title in secret["evidence"]]
+            self.plan.append(f"<answer> {secret['answers'][0]} </answer>")
+        return self.plan.pop(0) if self.plan else None
+
+
 def oracle_episode(env: Any, seed: int) -> dict[str, Any] | None:
-    """One episode as chat turns, or None when the oracle's path is not rewarded."""
-    obs, info = env.reset(seed=seed)
-    if "privileged" not in info:
-        raise ValueError(f"{ENV} gave no privileged info: build it with privileged_info=True")
-    secret = info["privileged"]
-    messages = [{"role": "user", "content": obs}]
-    for title in secret["evidence"]:
-        action = f"<search> {title} </search>"
-        obs, _, terminated, truncated, _ = env.step(action)
-        messages += [{"role": "assistant", "content": action}, {"role": "user", "content": obs}]
-        if terminated or truncated:
-            return None
-    action = f"<answer> {secret['answers'][0]} </answer>"
-    _, reward, *_ = env.step(action)
-    messages.append({"role": "assistant", "content": action})
-    return {"messages": messages, "reward": float(reward)} if reward >= 1.0 else None
+    """One episode as chat turns, or None when the oracle's path is not rewarded. The turns are a
+    view of the episode's trajectory record: every turn but the env's reply to the answer."""
+    from agentrl.core.trajectory import transcript
+    from agentrl.driver import Episode, play
+
+    episode = Episode(env)
+    policy = SearchOracle()
+    play(episode, policy, seed)
+    record = episode.record()
+    if policy.plan or not record["steps"]:  # the env ended the episode before the answer
+        return None
+    reward = float(record["steps"][-1]["reward"])
+    return {"messages": transcript(record)[:-1], "reward": reward} if reward >= 1.0 else None
 
 
 def export_search_sft(

@@ -12,7 +12,10 @@ the ratios to the baseline and of Ray to plain processes;
 (2) what a replay costs: Flights-v0 episodes of 10 steps whose holder is killed, in ms per replayed
 step (the client's own count: replay time over replayed steps);
 (3) step latency in the second a holder is killed (SIGKILL) at 256 live Echo-v0 episodes, against
-the p99 of the seconds before, and the episodes lost (the aim: 0).
+the p99 of the seconds before, and the episodes lost (the aim: 0);
+(4) memory per worker: the RSS of each holder idle and with 1,000 live Flights-v0 episodes split
+over the holders (one process, then two), and what 1,000 episodes cost a holder.
+The sandbox server's own rows (execs/s with one and two processes) are `bench/sandbox_processes.py`.
 Each row records the load average of the machine. Everything talks over loopback only; Ray runs as
 a local cluster bound to 127.0.0.1.
 """
@@ -191,6 +194,61 @@ async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> 
             "lost": lost + stats.lost}
 
 
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _holders(url: str) -> list[tuple[str, str]]:
+    """(name, URL) of each holder: the cluster's, or the one server itself."""
+    if not url.endswith("/v1/cluster"):
+        return [("server", url)]
+    return [(h["holder"], h["url"]) for h in httpx.get(url, timeout=10).json()["holders"]]
+
+
+async def _memory(url: str, episodes: int) -> list[tuple[str, int, float, float]]:
+    """RSS of each holder idle (before its first episode, the env's module not yet loaded) and with
+    `episodes` live Flights-v0 episodes split over the holders (created 64 at a time through one
+    AsyncEnvClient): (holder, its episodes, idle MB, loaded MB)."""
+    holders = _holders(url)
+    idle = {name: _rss_mb(_holder_pid(h_url)) for name, h_url in holders}
+    client = AsyncEnvClient(url)
+    gate = asyncio.Semaphore(64)
+
+    async def make(k: int) -> str:
+        async with gate:
+            return (await client.create_episode(FLIGHTS, seed=k)).episode_id
+
+    made = await asyncio.gather(*(make(k) for k in range(episodes)))
+    rows = []
+    for name, h_url in holders:
+        live = httpx.get(f"{h_url}/health", timeout=10).json()["live_episodes"]
+        rows.append((name, int(live), idle[name], _rss_mb(_holder_pid(h_url))))
+    for gates in range(0, len(made), 64):
+        await asyncio.gather(*(client.close_episode(e) for e in made[gates:gates + 64]))
+    await client.aclose()
+    return rows
+
+
+def memory_table(episodes: int) -> Table:
+    """Memory per worker at `episodes` live Flights-v0 episodes, on one process and on two."""
+    table = Table(title=f"memory per worker at {episodes:,} live Flights-v0 episodes (RSS of each holder)")
+    for col in ("server", "holder", "its episodes", "idle MB", "with them MB", "MB per 1,000 episodes",
+                "load avg"):
+        table.add_column(col, justify="right")
+    for kind in ("single", "processes"):
+        with served(kind, (FLIGHTS,)) as url:
+            for name, live, idle, loaded in asyncio.run(_memory(url, episodes)):
+                per_k = (loaded - idle) / max(live, 1) * 1000
+                row = ["1 process" if kind == "single" else "2 processes", name, f"{live:,}", f"{idle:.0f}",
+                       f"{loaded:.0f}", f"{per_k:.0f}", f"{os.getloadavg()[0]:.1f}"]
+                table.add_row(*row)
+                Console().print(" | ".join(row))
+    return table
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
@@ -221,6 +279,8 @@ def main() -> int:
             table.add_row(*row)
             console.print(" | ".join(row))
     console.print(table)
+
+    console.print(memory_table(100 if args.quick else 1000))
 
     kill_env, kill_n = (ECHO, 32) if args.quick else (ECHO, 256)
     replay_env, replay_n = (FLIGHTS, 8) if args.quick else (FLIGHTS, 64)

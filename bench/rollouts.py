@@ -16,6 +16,7 @@ import asyncio
 import os
 import platform
 import time
+from dataclasses import dataclass
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -29,8 +30,9 @@ from rich.table import Table
 import agentrl  # noqa: F401
 from agentrl.agent_train.backends import HFBackend
 from agentrl.agent_train.models import load_model
-from agentrl.agent_train.rollout import GymDriver, RolloutLimits, Rollouts, collect_groups
+from agentrl.agent_train.rollout import RolloutLimits, Rollouts, collect_groups
 from agentrl.agent_train.transcript import Transcript
+from agentrl.driver import AsyncEpisode, EnvSource
 
 ENV = "agentrl/Echo-v0"
 
@@ -47,10 +49,18 @@ class Latency(gym.Wrapper):
         return self.env.step(action)
 
 
-def make_driver(latency: float, max_turns: int) -> GymDriver:
-    driver = GymDriver(ENV, max_turns=max_turns)
-    driver.env = Latency(driver.env, latency)
-    return driver
+@dataclass(frozen=True)
+class SlowSource(EnvSource):
+    """The env with `latency` seconds of waiting added to each step."""
+
+    latency: float = 0.0
+
+    def make(self) -> gym.Env:
+        return Latency(super().make(), self.latency)
+
+
+def make_driver(latency: float, max_turns: int) -> AsyncEpisode:
+    return AsyncEpisode(SlowSource(ENV, env_kwargs={"max_turns": max_turns}, latency=latency))
 
 
 def run_async(

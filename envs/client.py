@@ -1,11 +1,13 @@
 """Clients of `agentrl serve`: `RemoteEnv` (a Gymnasium env), `EnvClient` (sync) and `AsyncEnvClient`.
 
 Both clients share one core and differ only in how they wait: `_Wire` describes each call as a
-`Call` (method, path, body, parser), and `_attempts` is the one retry policy, written once as a
-generator that the sync client drives with blocking I/O and the async client with `await`. An
-episode's whole life (create, reset, steps, close, fork) travels over a persistent WebSocket
-(`agentrl.client_steps`), every other call over HTTP (httpx). Every call that changes an episode
-carries a `request_id`, so a retry after a lost answer never creates, steps or closes twice.
+`Call` (method, path, body, parser), `RetryPolicy.delay` is the one retry policy and `_settled`
+the one reading of a call's last outcome, which the sync client drives with blocking I/O and the
+async client with `await`. An episode's whole life (create, reset, steps, close, fork) travels
+over a persistent WebSocket (`agentrl.client_steps`), every other call over HTTP (httpx). Every
+call that changes an episode carries a `request_id`, so a retry after a lost answer never
+creates, steps or closes twice. The wire format, the typed errors included, is
+`agentrl.protocol`'s; nothing here imports the server.
 """
 
 from __future__ import annotations
@@ -16,97 +18,49 @@ import copy
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
 import httpx
 
-from agentrl.client_steps import Answer, AsyncSteps, SyncSteps
-from agentrl.core import EpisodeOverError as LocalEpisodeOverError
+from agentrl.client_steps import AsyncSteps, SyncSteps
 from agentrl.core import StepResult, TextSpace
-from agentrl.server.wire import (
+from agentrl.protocol import (
     API_PREFIX,
     MUX_PATH,
+    Answer,
+    CapacityError,
     EnvSpec,
     EpisodeCreated,
     EpisodeForked,
+    EpisodeOverError,
     EpisodeStatus,
     ErrorCode,
+    InvalidRequestError,
+    RemoteEnvError,
+    ServerError,
+    ShuttingDownError,
+    UnauthorizedError,
+    UnknownEnvError,
+    UnknownEpisodeError,
     dumps,
+    error_from,
     is_cluster_url,
     loads,
+    read_item,
     step_result,
 )
 
 MAX_FRAME_BYTES = 64 * 2**20  # the largest reply the client accepts on its step channel
+__all__ = [  # the errors are the protocol's, raised here
+    "AsyncEnvClient", "CapacityError", "EnvClient", "EpisodeOverError", "InvalidRequestError", "RemoteEnv",
+    "RemoteEnvError", "RetryPolicy", "ServerError", "ShuttingDownError", "StepResult", "UnauthorizedError",
+    "UnknownEnvError", "UnknownEpisodeError", "error_from",
+]
 
 T = TypeVar("T")
-
-
-# --- errors --------------------------------------------------------------------------------------
-class ServerError(Exception):
-    """An error answered by the server; `code` is one of `agentrl.server.wire.ErrorCode`."""
-
-    def __init__(self, status: int, code: str, message: str, retry_after: float | None = None):
-        super().__init__(f"[{status} {code}] {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
-
-
-class InvalidRequestError(ServerError):
-    """The request was malformed, too large, or the env refused its arguments."""
-
-
-class UnauthorizedError(ServerError):
-    """Missing or wrong bearer token."""
-
-
-class UnknownEnvError(ServerError):
-    """The server does not serve this env id."""
-
-
-class UnknownEpisodeError(ServerError):
-    """The episode never existed, was closed, or expired (idle TTL or max age)."""
-
-
-class EpisodeOverError(ServerError, LocalEpisodeOverError):
-    """Step after the episode ended; also an `agentrl.core.EpisodeOverError`, as locally."""
-
-
-class CapacityError(ServerError):
-    """The server holds its maximum of live episodes; `retry_after` says when to try again."""
-
-
-class ShuttingDownError(ServerError):
-    """The server is shutting down and takes no new episodes."""
-
-
-class RemoteEnvError(ServerError):
-    """The env raised while stepping: a bug in the env, not in the request."""
-
-
-_BY_CODE: dict[str, type[ServerError]] = {
-    ErrorCode.UNAUTHORIZED: UnauthorizedError,
-    ErrorCode.UNKNOWN_ENV: UnknownEnvError,
-    ErrorCode.UNKNOWN_EPISODE: UnknownEpisodeError,
-    ErrorCode.EPISODE_OVER: EpisodeOverError,
-    ErrorCode.CAPACITY: CapacityError,
-    ErrorCode.SHUTTING_DOWN: ShuttingDownError,
-    ErrorCode.ENV_ERROR: RemoteEnvError,
-}
-
-
-def error_from(status: int, body: Any, retry_after: float | None = None) -> ServerError:
-    code, message = "unknown", str(body)[:500]
-    if isinstance(body, dict):
-        code = str(body.get("error", code))
-        message = str(body.get("message", body.get("detail", message)))
-    cls = _BY_CODE.get(code, InvalidRequestError if 400 <= status < 500 else ServerError)
-    return cls(status, code, message, retry_after)
 
 
 # --- the wire format, once -----------------------------------------------------------------------
@@ -123,12 +77,11 @@ class Call(Generic[T]):
 
 
 def _batch_results(d: dict[str, Any]) -> list[StepResult | ServerError]:
+    """`POST /v1/step`'s items, each read as an item of a `/v1/ws` frame is (`read_item`)."""
     out: list[StepResult | ServerError] = []
     for item in d["results"]:
-        if item.get("error") is None:
-            out.append(step_result(item["result"]))
-        else:
-            out.append(error_from(item.get("status", 400), item["error"]))
+        status, body, retry_after = read_item(item)
+        out.append(step_result(body) if status < 400 else error_from(status, body, retry_after))
     return out
 
 
@@ -220,20 +173,13 @@ class RetryPolicy:
         return None
 
 
-def _attempts(call: Call[T], retry: RetryPolicy) -> Generator[float, Answer | Exception, T]:
-    """The one retry loop: yields how long to wait before each attempt (0 before the first), is
-    sent that attempt's outcome, and returns the parsed answer or raises the error to report."""
-    attempt, wait = 0, 0.0
-    while True:
-        outcome = yield wait
-        delay = retry.delay(attempt, outcome)
-        if delay is None:
-            if isinstance(outcome, Exception):
-                raise outcome
-            if outcome.status >= 400:
-                raise error_from(outcome.status, outcome.body, outcome.retry_after)
-            return call.parse(outcome.body)
-        attempt, wait = attempt + 1, delay
+def _settled(call: Call[T], outcome: Answer | Exception) -> T:
+    """A call's parsed answer, from the outcome of its last attempt, or the error it raises."""
+    if isinstance(outcome, Exception):
+        raise outcome
+    if outcome.status >= 400:
+        raise error_from(outcome.status, outcome.body, outcome.retry_after)
+    return call.parse(outcome.body)
 
 
 def _answer(response: httpx.Response) -> Answer:
@@ -331,7 +277,7 @@ def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
     return dataclasses.replace(retry, retries=min(retry.retries, 1))
 
 
-class EnvClient(_Api):
+class EnvClient(_Api, contextlib.AbstractContextManager):
     """Synchronous client: episodes' calls over a WebSocket per thread, the rest over one pooled
     `httpx.Client`.
 
@@ -357,18 +303,11 @@ class EnvClient(_Api):
         self.steps = SyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
     def _run(self, call: Call[T]) -> T:
-        outcome = self._send(call)
-        if isinstance(outcome, Answer) and outcome.status < 400:  # most calls: no retry loop to set up
-            return call.parse(outcome.body)
-        flow = _attempts(call, self.retry)
-        next(flow)
-        while True:
-            try:
-                wait = flow.send(outcome)
-            except StopIteration as done:
-                return done.value
+        attempt, outcome = 0, self._send(call)
+        while (wait := self.retry.delay(attempt, outcome)) is not None:  # retried as the policy says
             time.sleep(wait)
-            outcome = self._send(call)
+            attempt, outcome = attempt + 1, self._send(call)
+        return _settled(call, outcome)
 
     def _send(self, call: Call[Any]) -> Answer | Exception:
         try:
@@ -385,14 +324,11 @@ class EnvClient(_Api):
         self.steps.close()
         self.http.close()
 
-    def __enter__(self) -> EnvClient:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class AsyncEnvClient(_Api):
+class AsyncEnvClient(_Api, contextlib.AbstractAsyncContextManager):
     """Asynchronous client for rollout workers: one coroutine per episode is the intended use.
 
     Episodes' calls (create, reset, step, close, fork) travel over one WebSocket, coalesced (see
@@ -422,18 +358,11 @@ class AsyncEnvClient(_Api):
         self.steps = AsyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
     async def _run(self, call: Call[T]) -> T:
-        outcome = await self._send(call)
-        if isinstance(outcome, Answer) and outcome.status < 400:  # most calls: no retry loop to set up
-            return call.parse(outcome.body)
-        flow = _attempts(call, self.retry)
-        next(flow)
-        while True:
-            try:
-                wait = flow.send(outcome)
-            except StopIteration as done:
-                return done.value
+        attempt, outcome = 0, await self._send(call)
+        while (wait := self.retry.delay(attempt, outcome)) is not None:
             await asyncio.sleep(wait)
-            outcome = await self._send(call)
+            attempt, outcome = attempt + 1, await self._send(call)
+        return _settled(call, outcome)
 
     async def _send(self, call: Call[Any]) -> Answer | Exception:
         try:
@@ -450,9 +379,6 @@ class AsyncEnvClient(_Api):
             return
         await self.steps.aclose()
         await self.http.aclose()
-
-    async def __aenter__(self) -> AsyncEnvClient:
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()

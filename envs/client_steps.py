@@ -1,5 +1,5 @@
 """The clients' step channel: steps, creates, resets, closes and forks over one persistent WebSocket
-to `/v1/ws` (see `agentrl.server.mux`).
+to `/v1/ws` (served by `agentrl.server.mux`; the frames are `agentrl.protocol`'s).
 
 An HTTP request per step pays for a request head, routing and a response head on both sides, which
 costs more than a light env's step, and an episode of a few steps costs a create and a close
@@ -24,7 +24,7 @@ import itertools
 import socket
 import ssl
 import threading
-from typing import Any, NamedTuple
+from typing import Any
 
 import httpx
 from websockets.client import ClientProtocol
@@ -34,19 +34,10 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
-from agentrl.server.wire import MAX_BATCH, MUX_PATH, dumps, loads
+from agentrl.protocol import MAX_BATCH, MUX_PATH, Answer, dumps, loads, read_item
 
 _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 MIN_FRAME = 8
-
-
-class Answer(NamedTuple):
-    """What the server said to one call: its status, its JSON body, and any `Retry-After`
-    (a tuple: one is built per step, and a frozen dataclass costs several times more to build)."""
-
-    status: int
-    body: Any
-    retry_after: float | None = None
 
 
 def socket_url(base_url: str) -> str:
@@ -64,8 +55,7 @@ def _answers(frame: dict[str, Any], size: int) -> list[Answer]:
     if results is None:
         refusal = Answer(int(frame.get("status", 400)), frame.get("error"))
         return [refusal] * size
-    return [Answer(r["status"], r["result"]) if r["status"] < 400
-            else Answer(r["status"], r["error"], r.get("retry_after")) for r in results]
+    return [read_item(r) for r in results]
 
 
 def _refused(exc: InvalidStatus) -> Answer:

@@ -21,7 +21,7 @@ drawn here, so that every episode can be replayed.
 
 The routing is written once, as a generator (`Router.route`) that yields each request it needs
 (a holder's URL or None for the discovery URL, and the `Call`) and is sent its outcome; the sync
-and async clients drive it with their own per-holder clients, as `_attempts` does for retries.
+and async clients drive it with their own per-holder clients.
 """
 
 from __future__ import annotations
@@ -38,14 +38,18 @@ from typing import Any
 
 import httpx
 
-from agentrl.client import (
-    Call,
+from agentrl.client import Call, _Wire
+from agentrl.protocol import (
+    API_PREFIX,
+    CLUSTER_PATH,
+    SEED_MAX,
+    ClusterMap,
+    EpisodeCreated,
+    EpisodeStatus,
     ServerError,
     ShuttingDownError,
     UnknownEpisodeError,
-    _Wire,
 )
-from agentrl.server.wire import API_PREFIX, CLUSTER_PATH, SEED_MAX, ClusterMap, EpisodeCreated, EpisodeStatus
 
 REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone

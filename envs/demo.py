@@ -5,12 +5,12 @@ By default it starts an agentrl server on a free loopback port and plays against
 The demo is its server's operator, so it turns on Flights-v0's privileged info (the task's family
 and outcome) for its per-family table; the agents themselves read only the observations.
 
-`play_episode` and `run_demo` only use the Gymnasium API and `(observation, info) -> action`
-policies, so the same code plays against an env served over HTTP.
-
-Every played episode's trajectory record (`agentrl.trajectory/1`, from the env or, over HTTP,
-from its server) can be written to a JSONL file (`--trajectories`); the oracle's successful
-episodes are also written from their records as OpenAI tool-call chat lines (`--sft`).
+Episodes are played by the episode driver (`agentrl.driver.play`) with `(observation, info) ->
+action` policies, through the Gymnasium API, so the same code plays against an env served over
+HTTP. What the demo shows and writes of an episode are views of its trajectory record
+(`agentrl.trajectory/1`, from the env or, over HTTP, from its server): the printed transcript and
+success table (`summary`), the JSONL of records (`--trajectories`) and, for the oracle's
+successes, OpenAI tool-call chat lines (`--sft`, `oracle.record_chat`).
 """
 
 from __future__ import annotations
@@ -22,37 +22,39 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-Policy = Callable[[str, dict[str, Any]], str]
-# called after each episode with the agent's name, the env it played and `play_episode`'s transcript
-EpisodeHook = Callable[[str, Any, dict[str, Any]], None]
+from agentrl.driver import Episode, Outcome, Policy, play
+
+# called after each episode with the agent's name, the episode's trajectory record and its summary
+EpisodeHook = Callable[[str, dict[str, Any], dict[str, Any]], None]
 
 
 def play_episode(
     env: Any, policy: Policy, seed: int | None = None, options: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Play one episode of any text gym.Env; returns the transcript and outcome."""
-    observation, info = env.reset(seed=seed, options=options)
-    transcript: dict[str, Any] = {
-        "seed": seed,
-        "options": options or {},
-        "task": info.get("task"),
-        "tools": info.get("tools", []),
-        "task_text": observation,
-        "steps": [],
-        "reward": 0.0,
+    """Play one episode of an agentrl env (in-process or a `RemoteEnv`); returns its summary
+    (`summary`), a view of the episode's trajectory record."""
+    episode = Episode(env)
+    outcome = play(episode, policy, seed, options)
+    return summary(episode.record(), outcome)
+
+
+def summary(record: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    """What the demo prints and its callers read of one episode: the record's steps (action,
+    observation, reward) and return, with what only the env's info says (the task, the tools, the
+    final progress), from the driver's `Outcome`."""
+    steps = [{"action": s["action"], "observation": s["observation"], "reward": s["reward"]}
+             for s in record["steps"]]
+    return {
+        "seed": outcome.seed,
+        "options": outcome.options or {},
+        "task": outcome.info.get("task"),
+        "tools": outcome.info.get("tools", []),
+        "task_text": record["observation"],
+        "steps": steps,
+        "reward": sum(step["reward"] for step in steps),
+        "terminated": bool(steps and record["steps"][-1]["terminated"]),
+        "final_progress": outcome.last_info.get("progress"),
     }
-    done = False
-    while not done:
-        action = policy(observation, info)
-        observation, reward, terminated, truncated, info = env.step(action)
-        transcript["steps"].append(
-            {"action": action, "observation": observation, "reward": reward, "progress": info.get("progress")}
-        )
-        transcript["reward"] += reward
-        done = terminated or truncated
-    transcript["terminated"] = terminated
-    transcript["final_progress"] = info.get("progress")
-    return transcript
 
 
 def run_demo(
@@ -79,9 +81,12 @@ def run_demo(
             rewards = []
             for i in track(range(episodes), description=f"{name:>8} agent", console=console):
                 options = {"family": families[i % len(families)]} if families else None
-                transcript = play_episode(env, factory(), seed + i, options)
+                episode = Episode(env)
+                outcome = play(episode, factory(), seed + i, options)
+                record = episode.record()
+                transcript = summary(record, outcome)
                 if on_episode is not None:
-                    on_episode(name, env, transcript)
+                    on_episode(name, record, transcript)
                 success = float(transcript["reward"] >= 1.0)
                 rewards.append(success)
                 family = (transcript["task"] or {}).get("family", "-")
@@ -105,23 +110,11 @@ def run_demo(
     return rates
 
 
-def episode_record(env: Any) -> dict[str, Any]:
-    """The trajectory record of the episode `env` holds: its own, or its server's for a `RemoteEnv`."""
-    return env.unwrapped.trajectory()
-
-
 def chat_line(record: dict[str, Any], task: dict[str, Any] | None) -> dict[str, Any]:
-    """A Flights-v0 record as the OpenAI tool-call chat line `--sft` writes (`oracle.to_chat`)."""
-    from agentrl.flights.oracle import to_chat
+    """A Flights-v0 record as the OpenAI tool-call chat line `--sft` writes (`oracle.record_chat`)."""
+    from agentrl.flights.oracle import record_chat
 
-    steps = record["steps"]
-    episode = {
-        "task_text": record["observation"],
-        "steps": steps,
-        "reward": sum(step["reward"] for step in steps),
-        "task": task,
-    }
-    return to_chat(episode, record["tools"])
+    return record_chat(record, task)
 
 
 class EpisodeFiles:
@@ -131,11 +124,8 @@ class EpisodeFiles:
         self.trajectories, self.sft = trajectories, sft
         self.records = self.sft_lines = 0
 
-    def __call__(self, agent: str, env: Any, transcript: dict[str, Any]) -> None:
+    def __call__(self, agent: str, record: dict[str, Any], transcript: dict[str, Any]) -> None:
         keep_sft = self.sft is not None and agent == "oracle" and transcript["reward"] >= 1.0
-        if self.trajectories is None and not keep_sft:
-            return
-        record = episode_record(env)
         if self.trajectories is not None:
             self.trajectories.write(json.dumps({**record, "agent": agent}, ensure_ascii=False) + "\n")
             self.records += 1

@@ -1,7 +1,9 @@
 """The minimal OpenAI-tools agent loop, against Bash-v0 served by `agentrl serve`.
 
 Two tools (execute_bash, read_file); the model's first reply without a tool call is its final
-answer. Works with any OpenAI-compatible chat-completions endpoint (vLLM, llama.cpp, OpenAI...):
+answer. The episode is played by agentrl's episode driver (`agentrl.driver.play`), with the model
+behind a policy (`ChatPolicy`). Works with any OpenAI-compatible chat-completions endpoint
+(vLLM, llama.cpp, OpenAI...):
 
     agentrl serve --port 8000 &
     python examples/openai_agent_loop.py --env-url http://127.0.0.1:8000 \
@@ -19,6 +21,7 @@ import gymnasium as gym
 import httpx
 
 import agentrl  # noqa: F401  (registers the env ids)
+from agentrl.driver import Episode, play
 
 TOOLS = ("execute_bash", "read_file")
 SYSTEM = (
@@ -43,6 +46,50 @@ def chat(llm: httpx.Client, model: str, messages: list[dict[str, Any]], tools: l
     return response.json()["choices"][0]["message"]
 
 
+class ChatPolicy:
+    """The chat model as the episode driver's policy: each tool call the model makes is one env
+    step, and a reply without a tool call is its final answer, sent as `finish`. `messages` is the
+    chat the model saw; the tool listing goes to the API typed, so the task text goes without it."""
+
+    def __init__(self, llm: httpx.Client, model: str, max_turns: int) -> None:
+        self.llm, self.model, self.max_turns = llm, model, max_turns
+        self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # tool calls of the model's last reply not yet run
+        self.call_id: str | None = None  # the tool call whose result the next observation is
+        self.asked = 0
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str | None:
+        if not self.messages:  # the task
+            self.tools = [spec for spec in info["tools"] if spec["function"]["name"] in TOOLS]
+            task = observation.split("\n\n# Tools", 1)[0]
+            self.messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
+        else:
+            self.observe(observation)
+        if not self.pending:
+            if self.asked == self.max_turns:
+                return None
+            self.asked += 1
+            message = chat(self.llm, self.model, self.messages, self.tools)
+            self.messages.append({k: v for k, v in message.items() if v is not None})
+            self.pending = list(message.get("tool_calls") or [])
+            if not self.pending:  # a reply without tools is the final answer
+                action = json.dumps({"name": "finish", "arguments": {"answer": message.get("content") or ""}})
+                return f"<tool_call>{action}</tool_call>"
+        tool_call = self.pending.pop(0)
+        self.call_id = tool_call["id"]
+        function = tool_call["function"]
+        action = json.dumps({"name": function["name"], "arguments": function.get("arguments") or "{}"})
+        return f"<tool_call>{action}</tool_call>"
+
+    def observe(self, observation: str) -> None:
+        """The result of the last tool call, as the chat API's tool message."""
+        if self.call_id is not None:
+            content = tool_result(observation)
+            self.messages.append({"role": "tool", "tool_call_id": self.call_id, "content": content})
+            self.call_id = None
+
+
 def run_episode(
     llm: httpx.Client,
     model: str,
@@ -53,31 +100,10 @@ def run_episode(
     max_turns: int = 20,
 ) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
     """Play one episode; return the reward, the last info and the chat transcript."""
-    observation, info = env.reset(seed=seed, options=options)
-    task = observation.split("\n\n# Tools", 1)[0]  # the env also lists tools in text; the API gets them typed
-    tools = [spec for spec in info["tools"] if spec["function"]["name"] in TOOLS]
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": task},
-    ]
-    for _ in range(max_turns):
-        message = chat(llm, model, messages, tools)
-        messages.append({k: v for k, v in message.items() if v is not None})
-        calls = message.get("tool_calls") or []
-        if not calls:  # a reply without tools is the final answer
-            action = json.dumps({"name": "finish", "arguments": {"answer": message.get("content") or ""}})
-            _, reward, _, _, info = env.step(f"<tool_call>{action}</tool_call>")
-            return reward, info, messages
-        for tool_call in calls:
-            function = tool_call["function"]
-            action = json.dumps({"name": function["name"], "arguments": function.get("arguments") or "{}"})
-            observation, reward, terminated, truncated, info = env.step(f"<tool_call>{action}</tool_call>")
-            messages.append(
-                {"role": "tool", "tool_call_id": tool_call["id"], "content": tool_result(observation)}
-            )
-            if terminated or truncated:
-                return reward, info, messages
-    return 0.0, info, messages
+    policy = ChatPolicy(llm, model, max_turns)
+    outcome = play(Episode(env), policy, seed, options)
+    policy.observe(outcome.last_observation)  # the episode may end on a tool call
+    return outcome.reward, outcome.last_info, policy.messages
 
 
 def main() -> None:

@@ -22,8 +22,12 @@ _EXPORTS = {
     "AsyncSandboxClient": "client",
     "RemoteSandbox": "client",
     "AsyncRemoteSandbox": "client",
+    "SandboxCluster": "cluster",
+    "AsyncSandboxCluster": "cluster",
+    "SandboxLost": "cluster",
     "create_app": "app",
     "ExecResult": "models",
+    "ExecOptions": "models",
     "SandboxSpec": "models",
     "SandboxInfo": "models",
     "DEFAULT_IMAGE": "models",
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
         RemoteSandbox,
         SandboxClient,
     )
+    from agentrl.sandbox_server.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost  # noqa: F401
     from agentrl.sandbox_server.docker_backend import DockerBackend  # noqa: F401
     from agentrl.sandbox_server.errors import (  # noqa: F401
         Busy,
@@ -64,7 +69,13 @@ if TYPE_CHECKING:
         TooLarge,
     )
     from agentrl.sandbox_server.local_backend import LocalBackend  # noqa: F401
-    from agentrl.sandbox_server.models import DEFAULT_IMAGE, ExecResult, SandboxInfo, SandboxSpec  # noqa: F401
+    from agentrl.sandbox_server.models import (  # noqa: F401
+        DEFAULT_IMAGE,
+        ExecOptions,
+        ExecResult,
+        SandboxInfo,
+        SandboxSpec,
+    )
     from agentrl.sandbox_server.sandbox import AgentSandbox, Sandbox  # noqa: F401
 
 

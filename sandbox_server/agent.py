@@ -308,10 +308,13 @@ class Agent:
         command = req["command"]
         if "\0" in command:
             raise ValueError("the command contains a NUL character")
+        # the host's ExecOptions, flat as in the HTTP body (models.py); the host sends every field
         token = secrets.token_hex(12)
         stdin_path, script_path = "/dev/null", None
-        if req.get("stdin") is not None:
-            stdin_path = state_file(f"{token}.in", base64.b64decode(req["stdin"]))
+        if req.get("stdin_b64") is not None:
+            stdin_path = state_file(f"{token}.in", base64.b64decode(req["stdin_b64"]))
+        elif req.get("stdin") is not None:
+            stdin_path = state_file(f"{token}.in", req["stdin"].encode())
         if req.get("script") is not None:
             name = token + req["script"].get("suffix", "")
             script_path = state_file(name, req["script"]["data"].encode())

@@ -7,14 +7,18 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from agentrl.sandbox_server.channel import AgentLink
 from agentrl.sandbox_server.errors import CapacityError, InvalidRequest, SandboxNotFound
-from agentrl.sandbox_server.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec
+from agentrl.sandbox_server.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec, SpecArgs, spec_changes
 from agentrl.sandbox_server.sandbox import AgentSandbox
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack: Python 3.11+
 
 log = logging.getLogger("agentrl.sandbox")
 
@@ -23,6 +27,7 @@ class Backend:
     """Base of `DockerBackend` and `LocalBackend`: subclasses say how to start and stop one agent."""
 
     kind = "base"
+    id_prefix = ""  # heads every sandbox id: a holder's name and "." when several servers share one address
 
     def __init__(
         self, *, max_sandboxes: int = 256, reap_interval_s: float = 2.0, defaults: SandboxSpec | None = None
@@ -64,32 +69,16 @@ class Backend:
         self,
         image: str | None = None,
         *,
-        cpus: float | None = None,
-        memory_mb: int | None = None,
-        pids: int | None = None,
-        disk_mb: int | None = None,
-        ttl_s: float | None = None,
-        idle_ttl_s: float | None = None,
-        env: dict[str, str] | None = None,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         spec: SandboxSpec | None = None,
         owner: str | None = None,
+        **changes: Unpack[SpecArgs],
     ) -> AgentSandbox:
-        """A new sandbox. Arguments left out come from `spec`, then from the backend's defaults;
-        `owner` (a tenant of the HTTP server) is kept with it."""
-        given = {
-            "image": image,
-            "cpus": cpus,
-            "memory_mb": memory_mb,
-            "pids": pids,
-            "disk_mb": disk_mb,
-            "ttl_s": ttl_s,
-            "idle_ttl_s": idle_ttl_s,
-            "env": env,
-        }
+        """A new sandbox. Arguments left out (or None) come from `spec`, then from the backend's
+        defaults; `owner` (a tenant of the HTTP server) is kept with it."""
         base = (spec or self.defaults).model_dump()
         try:
-            spec = SandboxSpec(**{**base, **{k: v for k, v in given.items() if v is not None}})
+            spec = SandboxSpec(**{**base, **spec_changes(image, changes)})
         except ValidationError as exc:
             raise InvalidRequest(str(exc)) from None
         with self._lock:
@@ -103,7 +92,7 @@ class Backend:
                 self._creating -= 1
             raise
         now = time.time()
-        sandbox_id = uuid.uuid4().hex[:16]
+        sandbox_id = self.id_prefix + uuid.uuid4().hex[:16]
         info = SandboxInfo(
             sandbox_id=sandbox_id,
             image=spec.image or DEFAULT_IMAGE,

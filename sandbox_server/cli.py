@@ -1,4 +1,8 @@
-"""`agentrl sandbox serve`: the sandbox server on the command line (imports nothing heavy until run)."""
+"""`agentrl sandbox serve`: the sandbox server on the command line (imports nothing heavy until run).
+
+    agentrl sandbox serve                          # one process at http://127.0.0.1:8090
+    agentrl sandbox serve --processes auto         # one per core; clients use http://127.0.0.1:8090/v1/cluster
+"""
 
 from __future__ import annotations
 
@@ -58,7 +62,77 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "--heavy-calls", type=int, default=4, help="calls over 1 MiB (body or output cap) at once; more wait"
     )
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument(
+        "--processes",
+        default=None,
+        metavar="N|auto",
+        help="N sandbox servers (auto: one per core) behind this address, which then serves only "
+        "GET /v1/cluster; clients call the server a sandbox id names (SandboxCluster does)",
+    )
+    serve.add_argument(
+        "--holder",
+        default=None,
+        help="this server's name, at the head of its sandbox ids (`<holder>.<hex>`); with --processes, "
+        "the base of its servers' names (default: sbx-<port>)",
+    )
     serve.set_defaults(handler=serve_main)
+
+
+def process_count(value: str) -> int:
+    """`--processes N|auto` -> N."""
+    from agentrl.sandbox_server.discovery import cpu_count
+
+    if value == "auto":
+        return cpu_count()
+    if not value.isdigit() or not 1 <= int(value) <= 256:
+        raise ValueError(f"--processes takes a number from 1 to 256 or auto, not {value!r}")
+    return int(value)
+
+
+def child_args(args: argparse.Namespace, name: str, port: int) -> list[str]:
+    """The `agentrl sandbox serve` arguments of one of `--processes`' servers (its token goes by
+    environment)."""
+    out = ["--host", args.host, "--port", str(port), "--holder", name, "--log-level", args.log_level,
+           "--max-pending", str(args.max_pending), "--backend", args.backend,
+           "--pool-size", str(args.pool_size), "--max-sandboxes", str(args.max_sandboxes),
+           "--max-request-mb", str(args.max_request_mb), "--max-json-mb", str(args.max_json_mb),
+           "--max-output-mb", str(args.max_output_mb), "--heavy-calls", str(args.heavy_calls)]
+    if args.image:
+        out += ["--image", args.image]
+    for tenant in args.tenant:
+        out += ["--tenant", tenant]
+    for image in args.allow_image:
+        out += ["--allow-image", image]
+    return out
+
+
+def serve_processes(args: argparse.Namespace) -> int:
+    import functools
+
+    from agentrl.sandbox_server.discovery import check_holder_name
+    from agentrl.sandbox_server.processes import run_processes
+
+    try:
+        count = process_count(args.processes)
+        tenants, _ = parse_tenants(args.tenant)
+        base = check_holder_name(args.holder or f"sbx-{args.port}")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.backend == "docker":  # refused here, once, rather than by every child in turn
+        from agentrl.sandbox_server.docker_backend import DockerBackend
+        from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest
+        from agentrl.sandbox_server.models import DEFAULT_IMAGE
+
+        try:
+            DockerBackend(args.image or DEFAULT_IMAGE, pool_size=0, max_sandboxes=1).close()
+        except (DockerUnavailable, InvalidRequest) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    tokens = set(tenants) | ({args.token} if args.token else set())
+    run_processes(functools.partial(child_args, args), host=args.host, port=args.port, count=count,
+                  base_name=base, token=args.token, tokens=tokens, log_level=args.log_level)
+    return 0
 
 
 def parse_tenants(items: list[str]) -> tuple[dict[str, str], dict[str, int]]:
@@ -85,8 +159,11 @@ def serve_main(args: argparse.Namespace) -> int:
     import uvicorn
 
     from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.discovery import check_holder_name
     from agentrl.sandbox_server.errors import DockerUnavailable
 
+    if args.processes is not None:
+        return serve_processes(args)
     if args.token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"warning: serving on {args.host} without --token: anyone who reaches it can run code",
@@ -109,7 +186,10 @@ def serve_main(args: argparse.Namespace) -> int:
         return 2
     try:
         tenants, quotas = parse_tenants(args.tenant)
+        if args.holder is not None:
+            backend.id_prefix = check_holder_name(args.holder) + "."
     except ValueError as exc:
+        backend.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
     app = create_app(

@@ -1,46 +1,40 @@
 """HTTP clients of the sandbox server: `SandboxClient` (sync) and `AsyncSandboxClient`, httpx twins.
 
-Both are one implementation: every operation is written once, as a `Call` (the HTTP request and how
-to read its answer), and each twin only sends calls its way, so the two cannot drift apart. Their
-sandboxes have the same methods as the in-process ones (`Sandbox`), so code moves between a local
-Docker engine and a remote server by changing one line.
+As httpx does with `Client` and `AsyncClient`, the twins share one request core: every operation is
+built once, as a `Call` (the HTTP request and how to read its answer), by `_SandboxRequests` or
+`_ClientRequests`; each twin writes its methods out one by one, each sending a call its way, so an
+editor and a type checker see every method and the two cannot drift apart. Their sandboxes have the
+same methods as the in-process ones (`Sandbox`), so code moves between a local Docker engine and a
+remote server by changing one line. Exec options travel as `ExecOptions` (stdin bytes as base64).
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 
-from agentrl.sandbox_server.errors import (
-    Busy,
-    CapacityError,
-    Forbidden,
-    InvalidRequest,
-    QuotaExceeded,
-    SandboxDead,
-    SandboxError,
-    SandboxNotFound,
-    TooLarge,
+from agentrl.sandbox_server.errors import SandboxError
+from agentrl.sandbox_server.models import (
+    ExecArgs,
+    ExecOptions,
+    ExecResult,
+    SandboxInfo,
+    SpecArgs,
+    exec_options,
+    spec_changes,
 )
-from agentrl.sandbox_server.models import ExecMode, ExecResult, SandboxInfo
 from agentrl.sandbox_server.sandbox import as_bytes
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack: Python 3.11+
+
 T = TypeVar("T")
-_BY_KIND: dict[str, type[SandboxError]] = {
-    "sandbox_not_found": SandboxNotFound,
-    "capacity": CapacityError,
-    "invalid": InvalidRequest,
-    "sandbox_dead": SandboxDead,
-    "too_many_requests": Busy,
-    "forbidden": Forbidden,
-    "quota": QuotaExceeded,
-    "too_large": TooLarge,
-}
+SandboxInfos = list[SandboxInfo]  # (in the clients' bodies, `list` is their method)
+REPLY_GRACE_S = 60.0  # an exec's HTTP wait beyond its own timeout: the server may queue it a while
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -55,7 +49,7 @@ def _raise_for(response: httpx.Response) -> None:
         raise FileNotFoundError(detail)
     if response.status_code == 422:
         kind = "invalid"
-    raise _BY_KIND.get(kind, SandboxError)(f"HTTP {response.status_code}: {detail}")
+    raise SandboxError.of_kind(kind)(f"HTTP {response.status_code}: {detail}")
 
 
 @dataclass
@@ -86,152 +80,129 @@ def _exec_result(response: httpx.Response) -> ExecResult:
     return ExecResult.model_validate_json(response.content)
 
 
-def _text(stdin: str | bytes | None) -> str | None:
-    return stdin.decode() if isinstance(stdin, bytes) else stdin
+def _info(response: httpx.Response) -> SandboxInfo:
+    return SandboxInfo.model_validate_json(response.content)
 
 
-class _SandboxCalls:
-    """The operations on one remote sandbox, each as a `Call`."""
-
-    sandbox_id: str
-
-    def __init__(self, client: Any, info: SandboxInfo):
-        self._client = client
-        self.info = info
-        self.sandbox_id = info.sandbox_id
-        self._url = f"/v1/sandboxes/{info.sandbox_id}"
-
-    def exec(
-        self,
-        command: str,
-        *,
-        timeout_s: float = 30.0,
-        idle_timeout_s: float | None = None,
-        stdin: str | bytes | None = None,
-        mode: ExecMode = "session",
-        max_output_bytes: int = 65536,
-        keep_alive: bool = False,
-    ) -> Call[ExecResult]:
-        body = {
-            "command": command,
-            "stdin": _text(stdin),
-            "timeout_s": timeout_s,
-            "idle_timeout_s": idle_timeout_s,
-            "mode": mode,
-            "max_output_bytes": max_output_bytes,
-            "keep_alive": keep_alive,
-        }
-        return Call("POST", self._url + "/exec", _exec_result, {"json": body, "timeout": timeout_s + 60.0})
-
-    def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        *,
-        timeout_s: float = 30.0,
-        stdin: str | bytes | None = None,
-        max_output_bytes: int = 65536,
-    ) -> Call[ExecResult]:
-        body = {
-            "code": code,
-            "language": language,
-            "timeout_s": timeout_s,
-            "max_output_bytes": max_output_bytes,
-            "stdin": _text(stdin),
-        }
-        return Call("POST", self._url + "/exec", _exec_result, {"json": body, "timeout": timeout_s + 60.0})
-
-    def reset_processes(self) -> Call[None]:
-        return Call("POST", self._url + "/reset_processes", _nothing)
-
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> Call[None]:
-        params = {"path": path, "mode": mode}
-        return Call("PUT", self._url + "/files", _nothing, {"params": params, "content": as_bytes(data)})
-
-    def read_file(self, path: str) -> Call[bytes]:
-        return Call("GET", self._url + "/files", _content, {"params": {"path": path}})
-
-    def put_archive(self, path: str, tar_bytes: bytes) -> Call[None]:
-        params = {"path": path, "archive": True}
-        return Call("PUT", self._url + "/files", _nothing, {"params": params, "content": tar_bytes})
-
-    def get_archive(self, path: str) -> Call[bytes]:
-        return Call("GET", self._url + "/files", _content, {"params": {"path": path, "archive": True}})
-
-    def delete(self) -> Call[None]:
-        return Call("DELETE", self._url, _nothing, tolerate=(404,))
-
-
-class _ClientCalls:
-    """The operations of a client, each as a `Call`; `sandbox_class` wraps the sandboxes it returns."""
-
-    sandbox_class: type
-
-    def create(
-        self,
-        image: str | None = None,
-        *,
-        cpus: float | None = None,
-        memory_mb: int | None = None,
-        pids: int | None = None,
-        disk_mb: int | None = None,
-        ttl_s: float | None = None,
-        idle_ttl_s: float | None = None,
-        env: dict[str, str] | None = None,
-        files: dict[str, bytes | str] | None = None,
-    ) -> Call[Any]:
-        given = {
-            "image": image,
-            "cpus": cpus,
-            "memory_mb": memory_mb,
-            "pids": pids,
-            "disk_mb": disk_mb,
-            "ttl_s": ttl_s,
-            "idle_ttl_s": idle_ttl_s,
-            "env": env,
-        }
-        body: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-        body["files"] = {p: base64.b64encode(as_bytes(d)).decode() for p, d in (files or {}).items()}
-        return Call("POST", "/v1/sandboxes", self._sandbox, {"json": body})
-
-    def get(self, sandbox_id: str) -> Call[Any]:
-        return Call("GET", f"/v1/sandboxes/{sandbox_id}", self._sandbox)
-
-    def list(self) -> Call[list[SandboxInfo]]:
-        return Call("GET", "/v1/sandboxes", lambda r: [SandboxInfo.model_validate(i) for i in r.json()])
-
-    def _sandbox(self, response: httpx.Response) -> Any:
-        return self.sandbox_class(self, SandboxInfo.model_validate_json(response.content))
+def _infos(response: httpx.Response) -> SandboxInfos:
+    return [SandboxInfo.model_validate(item) for item in response.json()]
 
 
 def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _sync(op: Callable[..., Call[T]], http: Callable[[Any], httpx.Client]) -> Callable[..., T]:
-    @functools.wraps(op)
-    def method(self: Any, *args: Any, **kwargs: Any) -> T:
-        call = op(self, *args, **kwargs)
-        return call.result(http(self).request(call.method, call.url, **call.kwargs))
+class _SandboxRequests:
+    """The request core of both remote sandboxes: each operation on one sandbox as a `Call`."""
 
-    return method
+    def __init__(self, info: SandboxInfo):
+        self.info = info
+        self.sandbox_id = info.sandbox_id
+        self._url = f"/v1/sandboxes/{info.sandbox_id}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.sandbox_id!r}, image={self.info.image!r})"
+
+    def _exec_call(self, what: dict[str, str], options: ExecOptions) -> Call[ExecResult]:
+        """POST .../exec: `what` (the command, or code and language) and the options, flat, as JSON."""
+        body = {**what, **options.model_dump(mode="json")}
+        timeout = options.timeout_s + REPLY_GRACE_S
+        return Call("POST", self._url + "/exec", _exec_result, {"json": body, "timeout": timeout})
+
+    def _command_call(self, command: str, options: ExecOptions | None, changes: ExecArgs) -> Call[ExecResult]:
+        return self._exec_call({"command": command}, exec_options(options, changes))
+
+    def _code_call(
+        self, code: str, language: str, options: ExecOptions | None, changes: ExecArgs
+    ) -> Call[ExecResult]:
+        options = exec_options(options, changes).model_copy(update={"mode": "oneshot"})
+        return self._exec_call({"code": code, "language": language}, options)
+
+    def _reset_call(self) -> Call[None]:
+        return Call("POST", self._url + "/reset_processes", _nothing)
+
+    def _write_call(self, path: str, data: bytes | str, mode: int) -> Call[None]:
+        params = {"path": path, "mode": mode}
+        return Call("PUT", self._url + "/files", _nothing, {"params": params, "content": as_bytes(data)})
+
+    def _read_call(self, path: str, archive: bool = False) -> Call[bytes]:
+        params: dict[str, Any] = {"path": path, "archive": True} if archive else {"path": path}
+        return Call("GET", self._url + "/files", _content, {"params": params})
+
+    def _put_archive_call(self, path: str, tar_bytes: bytes) -> Call[None]:
+        params = {"path": path, "archive": True}
+        return Call("PUT", self._url + "/files", _nothing, {"params": params, "content": tar_bytes})
+
+    def _delete_call(self) -> Call[None]:
+        return Call("DELETE", self._url, _nothing, tolerate=(404,))
 
 
-def _async(op: Callable[..., Call[T]], http: Callable[[Any], httpx.AsyncClient]) -> Callable[..., Any]:
-    @functools.wraps(op)
-    async def method(self: Any, *args: Any, **kwargs: Any) -> T:
-        call = op(self, *args, **kwargs)
-        return call.result(await http(self).request(call.method, call.url, **call.kwargs))
+class _ClientRequests:
+    """The request core of both clients: creating, finding and listing sandboxes, each as a `Call`."""
 
-    return method
+    @staticmethod
+    def _create_call(
+        image: str | None, files: Mapping[str, bytes | str] | None, changes: SpecArgs
+    ) -> Call[SandboxInfo]:
+        """Only what was given travels: the server fills in the rest from its own defaults."""
+        body: dict[str, Any] = spec_changes(image, changes)
+        body["files"] = {p: base64.b64encode(as_bytes(d)).decode() for p, d in (files or {}).items()}
+        return Call("POST", "/v1/sandboxes", _info, {"json": body})
+
+    @staticmethod
+    def _get_call(sandbox_id: str) -> Call[SandboxInfo]:
+        return Call("GET", f"/v1/sandboxes/{sandbox_id}", _info)
+
+    @staticmethod
+    def _list_call() -> Call[SandboxInfos]:
+        return Call("GET", "/v1/sandboxes", _infos)
 
 
-SANDBOX_OPS = ("exec", "run_code", "reset_processes", "write_file", "read_file", "put_archive", "get_archive")
-CLIENT_OPS = ("create", "get", "list")
+class RemoteSandbox(_SandboxRequests):
+    """A sandbox on a server, reached over HTTP; the same methods as `Sandbox`."""
 
+    def __init__(self, http: httpx.Client, info: SandboxInfo):
+        super().__init__(info)
+        self._http = http
 
-class RemoteSandbox(_SandboxCalls):
-    """A sandbox on a server; same methods as `Sandbox`."""
+    def _send(self, call: Call[T]) -> T:
+        return call.result(self._http.request(call.method, call.url, **call.kwargs))
+
+    def exec(
+        self, command: str, options: ExecOptions | None = None, **changes: Unpack[ExecArgs]
+    ) -> ExecResult:
+        """`Sandbox.exec`, on the server."""
+        return self._send(self._command_call(command, options, changes))
+
+    def run_code(
+        self,
+        code: str,
+        language: str = "python",
+        options: ExecOptions | None = None,
+        **changes: Unpack[ExecArgs],
+    ) -> ExecResult:
+        """`Sandbox.run_code`, on the server."""
+        return self._send(self._code_call(code, language, options, changes))
+
+    def reset_processes(self) -> None:
+        """Kill every process of the sandbox's user (kept ones and the session shell included)."""
+        self._send(self._reset_call())
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        self._send(self._write_call(path, data, mode))
+
+    def read_file(self, path: str) -> bytes:
+        return self._send(self._read_call(path))
+
+    def put_archive(self, path: str, tar_bytes: bytes) -> None:
+        self._send(self._put_archive_call(path, tar_bytes))
+
+    def get_archive(self, path: str) -> bytes:
+        return self._send(self._read_call(path, archive=True))
+
+    def close(self) -> None:
+        """Delete the sandbox (one already gone is no error)."""
+        self._send(self._delete_call())
 
     def __enter__(self) -> RemoteSandbox:
         return self
@@ -240,8 +211,51 @@ class RemoteSandbox(_SandboxCalls):
         self.close()
 
 
-class AsyncRemoteSandbox(_SandboxCalls):
+class AsyncRemoteSandbox(_SandboxRequests):
     """The async twin of `RemoteSandbox`: the same methods, as coroutines (and `aclose`)."""
+
+    def __init__(self, http: httpx.AsyncClient, info: SandboxInfo):
+        super().__init__(info)
+        self._http = http
+
+    async def _send(self, call: Call[T]) -> T:
+        return call.result(await self._http.request(call.method, call.url, **call.kwargs))
+
+    async def exec(
+        self, command: str, options: ExecOptions | None = None, **changes: Unpack[ExecArgs]
+    ) -> ExecResult:
+        """`Sandbox.exec`, on the server."""
+        return await self._send(self._command_call(command, options, changes))
+
+    async def run_code(
+        self,
+        code: str,
+        language: str = "python",
+        options: ExecOptions | None = None,
+        **changes: Unpack[ExecArgs],
+    ) -> ExecResult:
+        """`Sandbox.run_code`, on the server."""
+        return await self._send(self._code_call(code, language, options, changes))
+
+    async def reset_processes(self) -> None:
+        """Kill every process of the sandbox's user (kept ones and the session shell included)."""
+        await self._send(self._reset_call())
+
+    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        await self._send(self._write_call(path, data, mode))
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._send(self._read_call(path))
+
+    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
+        await self._send(self._put_archive_call(path, tar_bytes))
+
+    async def get_archive(self, path: str) -> bytes:
+        return await self._send(self._read_call(path, archive=True))
+
+    async def aclose(self) -> None:
+        """Delete the sandbox (one already gone is no error)."""
+        await self._send(self._delete_call())
 
     async def __aenter__(self) -> AsyncRemoteSandbox:
         return self
@@ -250,13 +264,32 @@ class AsyncRemoteSandbox(_SandboxCalls):
         await self.aclose()
 
 
-class SandboxClient(_ClientCalls):
+class SandboxClient(_ClientRequests):
     """Creates sandboxes on a sandbox server: `SandboxClient(url).create(...)` -> `RemoteSandbox`."""
-
-    sandbox_class = RemoteSandbox
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0):
         self.http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout)
+
+    def _send(self, call: Call[T]) -> T:
+        return call.result(self.http.request(call.method, call.url, **call.kwargs))
+
+    def create(
+        self,
+        image: str | None = None,
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        **changes: Unpack[SpecArgs],
+    ) -> RemoteSandbox:
+        """A new sandbox; what is left out comes from the server's defaults. `files`: path -> content."""
+        return RemoteSandbox(self.http, self._send(self._create_call(image, files, changes)))
+
+    def get(self, sandbox_id: str) -> RemoteSandbox:
+        """An open sandbox of this client's tenant, by id."""
+        return RemoteSandbox(self.http, self._send(self._get_call(sandbox_id)))
+
+    def list(self) -> SandboxInfos:
+        """The open sandboxes of this client's tenant."""
+        return self._send(self._list_call())
 
     def close(self) -> None:
         self.http.close()
@@ -268,13 +301,32 @@ class SandboxClient(_ClientCalls):
         self.close()
 
 
-class AsyncSandboxClient(_ClientCalls):
+class AsyncSandboxClient(_ClientRequests):
     """The async twin of `SandboxClient`."""
-
-    sandbox_class = AsyncRemoteSandbox
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0):
         self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(token), timeout=timeout)
+
+    async def _send(self, call: Call[T]) -> T:
+        return call.result(await self.http.request(call.method, call.url, **call.kwargs))
+
+    async def create(
+        self,
+        image: str | None = None,
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        **changes: Unpack[SpecArgs],
+    ) -> AsyncRemoteSandbox:
+        """A new sandbox; what is left out comes from the server's defaults. `files`: path -> content."""
+        return AsyncRemoteSandbox(self.http, await self._send(self._create_call(image, files, changes)))
+
+    async def get(self, sandbox_id: str) -> AsyncRemoteSandbox:
+        """An open sandbox of this client's tenant, by id."""
+        return AsyncRemoteSandbox(self.http, await self._send(self._get_call(sandbox_id)))
+
+    async def list(self) -> SandboxInfos:
+        """The open sandboxes of this client's tenant."""
+        return await self._send(self._list_call())
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -284,21 +336,3 @@ class AsyncSandboxClient(_ClientCalls):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _sandbox_http(sandbox: Any) -> Any:
-    return sandbox._client.http
-
-
-def _client_http(client: Any) -> Any:
-    return client.http
-
-
-for _name in SANDBOX_OPS:
-    setattr(RemoteSandbox, _name, _sync(getattr(_SandboxCalls, _name), _sandbox_http))
-    setattr(AsyncRemoteSandbox, _name, _async(getattr(_SandboxCalls, _name), _sandbox_http))
-RemoteSandbox.close = _sync(_SandboxCalls.delete, _sandbox_http)  # type: ignore[attr-defined]
-AsyncRemoteSandbox.aclose = _async(_SandboxCalls.delete, _sandbox_http)  # type: ignore[attr-defined]
-for _name in CLIENT_OPS:
-    setattr(SandboxClient, _name, _sync(getattr(_ClientCalls, _name), _client_http))
-    setattr(AsyncSandboxClient, _name, _async(getattr(_ClientCalls, _name), _client_http))

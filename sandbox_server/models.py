@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from typing import Literal
+from typing import Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from agentrl.sandbox_server.errors import InvalidRequest
 from agentrl.sandbox_server.languages import LANGUAGES
 
 DEFAULT_IMAGE = "agentrl-sandbox:latest"
@@ -29,13 +42,17 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    image: str | None = Field(None, description="Docker image; default: the agentrl sandbox image")
-    cpus: float = Field(1.0, ge=0.01, le=1024)
-    memory_mb: int = Field(1024, ge=32, le=262144, description="RAM limit; no swap")
-    pids: int = Field(256, ge=16, le=65536, description="most processes at once (fork bombs stop here)")
-    disk_mb: int = Field(1024, ge=1, le=262144, description="size of the writable /workspace (tmpfs, in RAM)")
-    ttl_s: float = Field(3600.0, gt=0, le=7 * 86400, description="hard lifetime")
-    idle_ttl_s: float = Field(600.0, gt=0, le=7 * 86400, description="lifetime without a call")
+    image: str | None = Field(default=None, description="Docker image; default: the agentrl sandbox image")
+    cpus: float = Field(default=1.0, ge=0.01, le=1024)
+    memory_mb: int = Field(default=1024, ge=32, le=262144, description="RAM limit; no swap")
+    pids: int = Field(
+        default=256, ge=16, le=65536, description="most processes at once (fork bombs stop here)"
+    )
+    disk_mb: int = Field(
+        default=1024, ge=1, le=262144, description="size of the writable /workspace (tmpfs, in RAM)"
+    )
+    ttl_s: float = Field(default=3600.0, gt=0, le=7 * 86400, description="hard lifetime")
+    idle_ttl_s: float = Field(default=600.0, gt=0, le=7 * 86400, description="lifetime without a call")
     env: dict[str, str] = Field(default_factory=dict, description="environment of every command")
 
     @field_validator("env")
@@ -71,26 +88,126 @@ class SandboxInfo(BaseModel):
     idle_ttl_s: float
 
 
-class ExecRequest(BaseModel):
-    """Either `command` (bash) or `code` + `language`."""
+MAX_STDIN = 64 << 20
 
-    model_config = ConfigDict(extra="forbid")
 
-    command: str | None = Field(None, max_length=1 << 20)
-    code: str | None = Field(None, max_length=16 << 20)
-    language: str = "python"
-    stdin: str | None = Field(None, max_length=64 << 20)
-    timeout_s: float = Field(30.0, gt=0, le=86400)
+def _stdin_b64_schema(schema: dict[str, Any]) -> None:
+    schema["properties"]["stdin_b64"] = {"type": "string", "description": "stdin as base64 (bytes)"}
+
+
+class ExecOptions(BaseModel):
+    """How one command runs: the one declaration of every exec option.
+
+    The same object travels from the caller (`Sandbox.exec`, `run_code`, either HTTP client) as the
+    flat fields of the HTTP body, through the server, to the in-sandbox agent, which reads exactly
+    these fields. `stdin` is text or bytes: in JSON, text travels as `stdin` and bytes as base64 in
+    `stdin_b64`, so every byte sequence reaches the command as it was given, in-process or not.
+    """
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_stdin_b64_schema)
+
+    timeout_s: float = Field(
+        default=30.0, gt=0, le=86400, description="the command is killed after this long"
+    )
     idle_timeout_s: float | None = Field(
-        None, gt=0, le=86400, description="stop after this long without output"
+        default=None, gt=0, le=86400, description="stop after this long without output"
+    )
+    stdin: str | bytes | None = Field(
+        default=None,
+        description="the command's standard input (JSON: text as `stdin`, bytes as base64 `stdin_b64`)",
     )
     mode: ExecMode = Field(
-        "session", description="session: the sandbox's persistent shell; oneshot: a fresh one"
+        default="session", description="session: the sandbox's persistent shell; oneshot: a fresh one"
     )
-    max_output_bytes: int = Field(65536, ge=2, le=64 << 20, description="head + tail kept per stream")
+    max_output_bytes: int = Field(default=65536, ge=2, le=64 << 20, description="head + tail kept per stream")
     keep_alive: bool = Field(
-        False, description="processes the command leaves running survive it (default: all are killed)"
+        default=False, description="processes the command leaves running survive it (default: all are killed)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_b64(cls, data: Any) -> Any:
+        """`stdin_b64` (the JSON form of bytes) becomes `stdin` as bytes."""
+        if not isinstance(data, dict) or data.get("stdin_b64") is None:
+            if isinstance(data, dict) and "stdin_b64" in data:
+                data = {k: v for k, v in data.items() if k != "stdin_b64"}
+            return data
+        if data.get("stdin") is not None:
+            raise ValueError("give `stdin` (text) or `stdin_b64` (bytes as base64), not both")
+        try:
+            stdin = base64.b64decode(data["stdin_b64"], validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise ValueError("stdin_b64 is not valid base64") from None
+        return {**{k: v for k, v in data.items() if k != "stdin_b64"}, "stdin": stdin}
+
+    @field_validator("stdin")
+    @classmethod
+    def _stdin_size(cls, stdin: str | bytes | None) -> str | bytes | None:
+        if stdin is not None and len(stdin) > MAX_STDIN:
+            raise ValueError(f"stdin: at most {MAX_STDIN} characters or bytes")
+        return stdin
+
+    @field_serializer("stdin")
+    def _stdin_b64(self, stdin: str | bytes | None) -> str | None:
+        return base64.b64encode(stdin).decode() if isinstance(stdin, bytes) else stdin
+
+    @model_serializer(mode="wrap")
+    def _to_b64(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Bytes of stdin go out as `stdin_b64` (base64), text as `stdin`."""
+        data = handler(self)
+        if isinstance(self.stdin, bytes) and "stdin" in data:
+            data["stdin_b64"] = data.pop("stdin")
+        return data
+
+
+class ExecArgs(TypedDict, total=False):
+    """`ExecOptions` as keyword arguments (`sb.exec("ls", timeout_s=5)`), so editors and type checkers
+    know them; the defaults and limits are `ExecOptions`'s (a test keeps the two in step)."""
+
+    timeout_s: float
+    idle_timeout_s: float | None
+    stdin: str | bytes | None
+    mode: ExecMode
+    max_output_bytes: int
+    keep_alive: bool
+
+
+DEFAULT_EXEC = ExecOptions()
+
+
+def exec_options(options: ExecOptions | None, changes: ExecArgs) -> ExecOptions:
+    """`options` (default: `ExecOptions()`) with `changes` applied; a bad value is an `InvalidRequest`."""
+    if not changes:
+        return options or DEFAULT_EXEC
+    try:
+        return ExecOptions(**{**dict(options or DEFAULT_EXEC), **changes})
+    except ValidationError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+class SpecArgs(TypedDict, total=False):
+    """`SandboxSpec` (but its image) as keyword arguments of `create`; None keeps the default."""
+
+    cpus: float | None
+    memory_mb: int | None
+    pids: int | None
+    disk_mb: int | None
+    ttl_s: float | None
+    idle_ttl_s: float | None
+    env: dict[str, str] | None
+
+
+def spec_changes(image: str | None, changes: SpecArgs) -> dict[str, Any]:
+    """The arguments of a `create` that were given (not None): what overrides the defaults."""
+    return {k: v for k, v in {"image": image, **changes}.items() if v is not None}
+
+
+class ExecRequest(ExecOptions):
+    """The body of POST .../exec: either `command` (bash) or `code` + `language`, and `ExecOptions`."""
+
+    command: str | None = Field(default=None, max_length=1 << 20)
+    code: str | None = Field(default=None, max_length=16 << 20)
+    language: str = "python"
 
     _language = field_validator("language")(known_language)
 
@@ -100,20 +217,28 @@ class ExecRequest(BaseModel):
             raise ValueError("give exactly one of `command` or `code`")
         return self
 
+    def options(self) -> ExecOptions:
+        """The request's exec options, as the sandbox takes them (no copy of stdin)."""
+        return ExecOptions.model_construct(**{name: getattr(self, name) for name in ExecOptions.model_fields})
+
 
 class ExecResult(BaseModel):
     """What a command did. Output is head + tail when `truncated`; the byte counts are always whole."""
 
     status: ExecStatus
     exit_code: int | None = Field(description="128+N when ended by signal N; null on time-out")
-    signal: int | None = Field(None, description="the signal that ended a one-shot command, if one did")
+    signal: int | None = Field(
+        default=None, description="the signal that ended a one-shot command, if one did"
+    )
     stdout: str
     stderr: str
     stdout_bytes: int
     stderr_bytes: int
     truncated: bool
     duration_ms: float
-    session_reset: bool = Field(False, description="the persistent shell had to be restarted (state lost)")
+    session_reset: bool = Field(
+        default=False, description="the persistent shell had to be restarted (state lost)"
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -131,9 +256,9 @@ class RunCodeRequest(BaseModel):
 
     code: str = Field(max_length=16 << 20)
     language: str = "python"
-    compile_timeout: float = Field(10, ge=0, le=86400)
-    run_timeout: float = Field(10, ge=0, le=86400)
-    memory_limit_MB: int = Field(-1, ge=-1, le=262144, description="-1 or under 32: the default")
+    compile_timeout: float = Field(default=10, ge=0, le=86400)
+    run_timeout: float = Field(default=10, ge=0, le=86400)
+    memory_limit_MB: int = Field(default=-1, ge=-1, le=262144, description="-1 or under 32: the default")
     stdin: str | None = None
     files: dict[str, str | None] = Field(default_factory=dict)
     fetch_files: list[str] = Field(default_factory=list)

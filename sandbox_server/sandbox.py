@@ -14,13 +14,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrl.sandbox_server.channel import AgentLink
 from agentrl.sandbox_server.errors import Busy, SandboxError, SandboxNotFound
 from agentrl.sandbox_server.languages import script_command
-from agentrl.sandbox_server.models import ExecMode, ExecResult, SandboxInfo
+from agentrl.sandbox_server.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, exec_options
 from agentrl.sandbox_server.paths import check_path, check_tar
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack: Python 3.11+
 
 CHUNK = 1 << 20  # files travel to and from the agent in frames of this size: memory stays flat
 CHUNK_REPLY_LIMIT = CHUNK * 4 // 3 + (64 << 10)  # a chunk as base64 in a reply
@@ -39,31 +42,24 @@ class Sandbox(Protocol):
     sandbox_id: str
 
     def exec(
-        self,
-        command: str,
-        *,
-        timeout_s: float = 30.0,
-        idle_timeout_s: float | None = None,
-        stdin: str | bytes | None = None,
-        mode: ExecMode = "session",
-        max_output_bytes: int = 65536,
-        keep_alive: bool = False,
+        self, command: str, options: ExecOptions | None = None, **changes: Unpack[ExecArgs]
     ) -> ExecResult:
-        """Run `command` as the sandbox's user. `session`: in the persistent shell (cwd, variables and
-        functions persist); `oneshot`: a fresh bash with a clean environment (fixed PATH, HOME, LANG
-        plus the sandbox's env), the workspace as cwd and no descriptor but its own pipes. Every
-        process the command leaves running is killed when it ends, unless `keep_alive`."""
+        """Run `command` as the sandbox's user, as `options` (with `changes`) say. `session`: in the
+        persistent shell (cwd, variables and functions persist); `oneshot`: a fresh bash with a clean
+        environment (fixed PATH, HOME, LANG plus the sandbox's env), the workspace as cwd and no
+        descriptor but its own pipes. Every process the command leaves running is killed when it
+        ends, unless `keep_alive`."""
         ...
 
     def run_code(
         self,
         code: str,
         language: str = "python",
-        *,
-        timeout_s: float = 30.0,
-        stdin: str | bytes | None = None,
-        max_output_bytes: int = 65536,
-    ) -> ExecResult: ...
+        options: ExecOptions | None = None,
+        **changes: Unpack[ExecArgs],
+    ) -> ExecResult:
+        """Run `code` as a script of `language` in a fresh process (`mode` is always oneshot)."""
+        ...
 
     def reset_processes(self) -> None:
         """Kill every process of the sandbox's user (kept ones and the session shell included)."""
@@ -145,55 +141,37 @@ class AgentSandbox:
     def exec(
         self,
         command: str,
+        options: ExecOptions | None = None,
         *,
-        timeout_s: float = 30.0,
-        idle_timeout_s: float | None = None,
-        stdin: str | bytes | None = None,
-        mode: ExecMode = "session",
-        max_output_bytes: int = 65536,
-        keep_alive: bool = False,
         script: str | None = None,
         script_suffix: str = "",
+        **changes: Unpack[ExecArgs],
     ) -> ExecResult:
-        fields: dict[str, Any] = {
-            "command": command,
-            "timeout_s": timeout_s,
-            "idle_timeout_s": idle_timeout_s,
-            "mode": mode,
-            "max_output_bytes": max_output_bytes,
-            "keep_alive": keep_alive,
-        }
-        if stdin is not None:
-            fields["stdin"] = base64.b64encode(as_bytes(stdin)).decode()
+        """`Sandbox.exec`; `script` (with its file suffix) is written for the command to run as `{script}`."""
+        options = exec_options(options, changes)
+        # the agent reads the options as the caller gave them, flat as in the HTTP body (stdin bytes as
+        # base64 in `stdin_b64`)
+        fields: dict[str, Any] = {"command": command, **options.model_dump(mode="json")}
         if script is not None:
             fields["script"] = {"data": script, "suffix": script_suffix}
             # Python scripts run in a fork of the agent's pristine zygote: no start-up cost
-            fields["fork_python"] = mode == "oneshot" and script_suffix == ".py"
+            fields["fork_python"] = options.mode == "oneshot" and script_suffix == ".py"
         # the agent enforces timeout_s; the extra wait only catches an agent that died. A reply holds
         # two captures, each at most `max_output_bytes` as JSON (escapes counted), and a few fields
-        limit = exec_reply_limit(max_output_bytes)
-        reply = self._call("exec", wait_s=timeout_s + 30.0, limit=limit, **fields)
+        limit = exec_reply_limit(options.max_output_bytes)
+        reply = self._call("exec", wait_s=options.timeout_s + 30.0, limit=limit, **fields)
         return ExecResult(**reply)
 
     def run_code(
         self,
         code: str,
         language: str = "python",
-        *,
-        timeout_s: float = 30.0,
-        stdin: str | bytes | None = None,
-        max_output_bytes: int = 65536,
+        options: ExecOptions | None = None,
+        **changes: Unpack[ExecArgs],
     ) -> ExecResult:
         suffix, command = script_command(language)
-        return self.exec(
-            command,
-            timeout_s=timeout_s,
-            stdin=stdin,
-            mode="oneshot",
-            max_output_bytes=max_output_bytes,
-            script=code,
-            script_suffix=suffix,
-        )
+        options = exec_options(options, changes).model_copy(update={"mode": "oneshot"})
+        return self.exec(command, options, script=code, script_suffix=suffix)
 
     def reset_processes(self) -> None:
         self._call("reset", wait_s=30.0)

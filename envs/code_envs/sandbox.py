@@ -1,5 +1,6 @@
 """How Bash-v0 and Code-v0 get a sandbox: the sandbox server's in-process Docker backend, or its
-HTTP client when a sandbox server URL is given.
+HTTP client when a sandbox server URL is given (the cluster client when the URL is the map of several
+sandbox servers, `.../v1/cluster`: their sandboxes are replayed into another server if theirs is lost).
 
 One backend per process and pool size is shared by every env instance, so a warm pool of
 pre-started containers serves all episodes of a worker; containers are destroyed when an episode
@@ -36,9 +37,12 @@ def _backend(url: str | None, token: str | None, pool_size: int) -> Any:
 
                 backend = DockerBackend(pool_size=pool_size)
             else:
-                from agentrl.sandbox_server import SandboxClient
+                from agentrl.sandbox_server import SandboxClient, SandboxCluster
+                from agentrl.sandbox_server.cluster import is_cluster
 
-                backend = SandboxClient(url, token=token)
+                # one server, or the map of several (`agentrl sandbox serve --processes N`: .../v1/cluster)
+                cluster = is_cluster(url)
+                backend = SandboxCluster(url, token=token) if cluster else SandboxClient(url, token=token)
             _backends[key] = backend
         return backend
 

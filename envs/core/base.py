@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import gymnasium as gym
 
 from agentrl.core.encoding import utf8_safe
-from agentrl.core.fork import EpisodeLog, copy_env, replay_env
+from agentrl.core.fork import copy_env, replay_env
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
@@ -96,10 +96,8 @@ class TextEnv(gym.Env[str, str]):
         self.action_space = TextSpace(max_action_chars)
         self.observation_space = TextSpace(max_observation_chars)
         self.turn = 0
-        self.messages: list[dict[str, Any]] = []
         self._over = True
-        self._log: EpisodeLog | None = None  # what replaying the episode needs
-        self._trace: Trace | None = None  # the trajectory record so far
+        self._trace: Trace | None = None  # the trajectory record so far, and what replaying it needs
         self._forks: list[tuple[int, TextEnv]] = []  # (steps taken when forked, the fork)
         self._step_calls: list[dict[str, Any]] = []  # the current step's calls (`trajectory.call_record`)
         self._pending_rng_state: dict[str, Any] | None = None
@@ -150,17 +148,16 @@ class TextEnv(gym.Env[str, str]):
         self._over = True  # until the world is built: a failed reset leaves no episode to step or fork
         self._forks = []
         self.fork_divergence = []
-        log = EpisodeLog(seed, copy.deepcopy(options or {}), self.np_random.bit_generator.state)
+        # how the reset went, for a replay: its options, and the generator's state before the world
+        replay = {"options": copy.deepcopy(options or {}), "rng_state": self.np_random.bit_generator.state}
         observation, info = self._begin(dict(options or {}))
         self._over = False
         observation = utf8_safe(clip_text(observation, self.observation_space.max_length))
-        self.messages = [{"role": "user", "content": observation}]
         info.setdefault("turn", 0)
-        info["state_hash"] = state_hash(self._state())
-        self._log = log
         env_id = self.spec.id if self.spec is not None else None
         self._trace = Trace(env_id, info.get("task_id"), seed, observation, self._trace_tools(),
-                            meta=self._trace_meta())
+                            meta=self._trace_meta(), **replay)
+        info["state_hash"] = state_hash(self._state())  # after the trace: `_state` may read it
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -189,10 +186,8 @@ class TextEnv(gym.Env[str, str]):
         result.info["turn"] = self.turn
         self._over = result.terminated or result.truncated
         said = utf8_safe(action if isinstance(action, str) else repr(action))
-        self.messages.append({"role": "assistant", "content": said})
-        self.messages.append({"role": "user", "content": result.observation})
-        self._log.actions.append(action)
         self._trace.add(
+            action,
             said,
             self._step_calls,
             result.observation,
@@ -203,6 +198,12 @@ class TextEnv(gym.Env[str, str]):
         )
         result.info["state_hash"] = state_hash(self._state())  # after `_state_change`: the world as it is now
         return result.as_tuple()
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The episode so far as chat turns (the first observation, then each action and its
+        observation): a view of the trajectory record, built when read (`Trace.messages`)."""
+        return [] if self._trace is None else self._trace.messages()
 
     def fork(self, n: int = 1) -> list[Self]:
         """n independent envs whose state (world, turn, transcript, random streams, trajectory so far)
@@ -276,7 +277,8 @@ class ToolEnv(TextEnv):
     def _state(self) -> Any:
         """The task, the set of tool results shown (a set: the order they came in does not change
         what the agent knows; kept as digests) and the world's own state (`_world_state`)."""
-        return {"task": self.messages[0]["content"], "shown": self._shown, "world": self._world_state()}
+        assert self._trace is not None, "the state of an episode that has not been reset"
+        return {"task": self._trace.observation, "shown": self._shown, "world": self._world_state()}
 
     # --- shared machinery ------------------------------------------------------------------
     @classmethod
@@ -303,7 +305,7 @@ class ToolEnv(TextEnv):
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
         self._shown: set[str] = set()  # digests of the tool results shown so far (see `_state`)
-        specs = self.tool_specs()
+        specs = self._trace_tools()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
             + self._tools_text(specs)

@@ -2,20 +2,20 @@
 
 Two ways, one result. `copy_env` copies the live env (its world included, through the env's
 `_fork_resources` hook), for envs whose state is cheap to copy. `replay_env` builds a fresh env with
-the parent's constructor arguments and plays the episode log into it: the same reset (seed,
-options and the random generator's state just before the world was built, so a seedless reset
-replays too), then every action again. Replay is exact for a deterministic env; where the world is
-not (wall-clock time, process ids in a container), the steps whose replayed results differ are
-listed in the fork's `fork_divergence`, and the fork keeps the parent's transcript, the one a
-policy continues from. A step's result is its observation, reward, end flags and `state_change`
-(what the env says the step changed in its world), so a step that changed the world differently
-diverges even when it printed the same.
+the parent's constructor arguments and plays the episode into it from its trajectory record (the
+`Trace`): the same reset (seed, options and the random generator's state just before the world was
+built, so a seedless reset replays too), then every action again, as the env received it. Replay
+is exact for a deterministic env; where the world is not (wall-clock time, process ids in a
+container), the steps whose replayed results differ are listed in the fork's `fork_divergence`,
+and the fork keeps the parent's record (and so its messages), the one a policy continues from. A
+step's result is its observation, reward, end flags and `state_change` (what the env says the step
+changed in its world), so a step that changed the world differently diverges even when it printed
+the same.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -29,19 +29,6 @@ E = TypeVar("E", bound="TextEnv")
 
 # Attributes of every TextEnv a copy shares rather than copies: configuration no episode changes.
 SHARED = frozenset({"spec", "action_space", "observation_space", "_init_call"})
-
-
-@dataclass
-class EpisodeLog:
-    """What replaying the episode needs: how its reset went, and every action since."""
-
-    seed: int | None
-    options: dict[str, Any]
-    rng_state: dict[str, Any]
-    actions: list[Any] = field(default_factory=list)
-
-    def copy(self) -> EpisodeLog:
-        return EpisodeLog(self.seed, self.options, self.rng_state, list(self.actions))
 
 
 def copy_generator(rng: np.random.Generator) -> np.random.Generator:
@@ -63,11 +50,9 @@ def copy_env(env: E) -> E:
     for name, value in env.__dict__.items():
         if name in shared:
             state[name] = value
-        elif name == "messages":
-            state[name] = [dict(message) for message in value]
         elif name == "_forks":
             state[name] = []
-        elif isinstance(value, (Trace, EpisodeLog)):
+        elif isinstance(value, Trace):
             state[name] = value.copy()
         elif isinstance(value, np.random.Generator):
             state[name] = copy_generator(value)
@@ -85,16 +70,16 @@ def _change(step: dict[str, Any]) -> Any:
 
 def replay_env(env: E) -> E:
     """A fresh env built as `env` was, reset as it was and given the same actions."""
-    log, trace = env._log, env._trace
-    assert log is not None and trace is not None
+    trace = env._trace
+    assert trace is not None
     args, kwargs = env._init_call
     child = type(env)(*args, **kwargs)
     child.spec = env.spec
-    child._pending_rng_state = log.rng_state
+    child._pending_rng_state = trace.rng_state
     try:
-        child.reset(seed=log.seed, options=copy.deepcopy(log.options))
+        child.reset(seed=trace.seed, options=copy.deepcopy(trace.options))
         diverged = []
-        for number, (action, step) in enumerate(zip(log.actions, trace.steps, strict=True), 1):
+        for number, (action, step) in enumerate(zip(trace.replay_actions(), trace.steps, strict=True), 1):
             if child.episode_over:
                 raise RuntimeError(f"replaying the episode for a fork ended it early, at step {number}")
             observation, reward, terminated, truncated, _info = child.step(action)
@@ -105,7 +90,6 @@ def replay_env(env: E) -> E:
     except BaseException:
         child.close()  # its container, its database: nothing of a failed fork is left behind
         raise
-    child.messages = [dict(message) for message in env.messages]
-    child._trace = trace.copy()
+    child._trace = trace.copy()  # and with it the parent's messages, the ones a policy continues from
     child.fork_divergence = diverged
     return child

@@ -1,6 +1,6 @@
 """The result of one step: the one shape every env, the server and the clients pass around.
 
-On the wire it travels as its own JSON object (`agentrl.server.wire` encodes it and declares it in
+On the wire it travels as its own JSON object (`agentrl.protocol` encodes it and declares it in
 the API schema as is), so a step goes `StepResult` -> bytes -> `StepResult`, and becomes
 Gymnasium's 5-tuple only where the Gymnasium API asks for one.
 """

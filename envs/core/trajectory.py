@@ -1,15 +1,20 @@
 """An episode as a structured record: every step's action, parsed calls, results and state change.
 
-A transcript (`env.messages`) is the text a model saw; a trajectory record keeps what the text
-alone loses: which tools were called with which arguments, what each returned, the reward and
-flags of every step, the rows each step changed in the world, and the forks taken from the episode,
-so that it is a tree, not a line. `record` builds the JSON-serialisable record
-(`agentrl.trajectory/1`); `transcript` turns a whole record back into the messages.
+The record is the one account of an episode an env keeps; everything else that shows an episode
+is a view of it, computed when asked for, so that no second list has to be kept in step with it:
+the chat messages (`env.messages`, `transcript`), the server's trajectory route, SFT lines
+(`agent-train sft` reads records; `agentrl demo --sft` converts them) and the demo's summary.
+Besides the text a model saw, a record keeps what the text alone loses: which tools were called
+with which arguments, what each returned, the reward and flags of every step, the rows each step
+changed in the world, and the forks taken from the episode, so that it is a tree, not a line.
+`record` builds the JSON-serialisable record (`agentrl.trajectory/1`); `transcript` turns a whole
+record back into the messages.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +38,10 @@ class StateChange(Protocol):
 class Trace:
     """The record of one episode as it grows: the header at reset, then one dict per step.
 
-    Step dicts are never changed once added, so a fork shares them with its parent (`copy`)."""
+    It is also what replaying the episode into a fork needs (`fork.replay_env`): the reset's seed,
+    options and the generator's state before the world was built, then each action as the env
+    received it (`replay_actions`); those stay out of the record. Step dicts are never changed
+    once added, so a fork shares them with its parent (`copy`)."""
 
     env_id: str | None
     task_id: str | None
@@ -44,9 +52,15 @@ class Trace:
     # what else produced the episode besides the env's arguments (a simulated user's model and
     # sampling settings); a record carries it as `meta` when there is any
     meta: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # the reset's options
+    rng_state: dict[str, Any] = field(default_factory=dict)  # the generator's, before the world was built
+    # the actions whose recorded text is not what the env received (not text, or not valid UTF-8),
+    # by step index: a replay must feed the env the very same input
+    received: dict[int, Any] = field(default_factory=dict)
 
     def add(
         self,
+        received: Any,
         action: str,
         calls: list[dict[str, Any]],
         observation: str,
@@ -55,6 +69,8 @@ class Trace:
         truncated: bool,
         state_change: dict[str, Any] | StateChange | None,
     ) -> None:
+        if not (isinstance(received, str) and received == action):
+            self.received[len(self.steps)] = received
         self.steps.append(
             {
                 "action": action,
@@ -67,9 +83,17 @@ class Trace:
             }
         )
 
+    def messages(self) -> list[dict[str, str]]:
+        """The chat so far, as `env.messages` shows it (see `transcript`)."""
+        return chat_messages(self.observation, self.steps)
+
+    def replay_actions(self) -> list[Any]:
+        """Every action as the env received it, in order."""
+        return [self.received.get(i, step["action"]) for i, step in enumerate(self.steps)]
+
     def copy(self) -> Trace:
         return Trace(self.env_id, self.task_id, self.seed, self.observation, self.tools, list(self.steps),
-                     self.meta)
+                     self.meta, self.options, self.rng_state, dict(self.received))
 
 
 class Traced(Protocol):
@@ -113,8 +137,13 @@ def _step_record(step: dict[str, Any]) -> dict[str, Any]:
 def transcript(trajectory: dict[str, Any]) -> list[dict[str, str]]:
     """The chat messages of a whole record (not a fork's part): the first observation, then each
     step's action and observation, as `env.messages` holds them."""
-    messages = [{"role": "user", "content": trajectory["observation"]}]
-    for step in trajectory["steps"]:
+    return chat_messages(trajectory["observation"], trajectory["steps"])
+
+
+def chat_messages(observation: str, steps: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
+    """The first observation as a user turn, then each step's action (assistant) and observation (user)."""
+    messages = [{"role": "user", "content": observation}]
+    for step in steps:
         messages.append({"role": "assistant", "content": step["action"]})
         messages.append({"role": "user", "content": step["observation"]})
     return messages

@@ -17,6 +17,9 @@ import numpy as np
 from sqlalchemy import Row
 
 from agentrl.core import ToolEnv, ToolError, tool
+from agentrl.core.parsing import parse_tool_calls
+from agentrl.core.results import StepResult
+from agentrl.flights.customer import DeterministicCustomer
 from agentrl.flights.episode import EpisodeDatabase
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
 from agentrl.flights.queries import (
@@ -69,6 +72,10 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     `info` carries the task's opaque `task_id` (a keyed hash: `task_id_key`, an operator's secret,
     or a random key per process; see `task_ids.py`), its split and `progress` (subgoals every task
     shares); what the task is (family, outcome, answer) only with `privileged_info=True`.
+
+    `user=None` (default): the first observation holds the whole request. `user="deterministic"`:
+    it holds the customer's opening message only (goal and route); the rest comes when the agent
+    asks, in a message with no tool call, answered by keyword rules (see `customer.py`).
     """
 
     default_max_turns = 30
@@ -106,6 +113,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         max_turns: int | None = None,
         render_mode: str | None = None,
         granularity: str | None = None,  # read by __new__
+        user: str | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if days < 1:
@@ -121,6 +129,10 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.shaped_reward, self.shaping = shaped_reward, shaping
         self.privileged_info = privileged_info
         self._task_id_key = key_bytes(task_id_key)
+        if user not in (None, "deterministic"):
+            raise ValueError(f"user must be None (the whole request) or 'deterministic', not {user!r}")
+        self.user_kind = user
+        self.customer: DeterministicCustomer | None = None
         self._open_database()
         self._reset_seed: int | None = None
         self.world: World | None = None
@@ -172,8 +184,24 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         info: dict[str, Any] = {"task_id": task_id, "split": split}
         if self.privileged_info:
             info["task"] = {**self.task.privileged(), "world": list(self.world.key)}
-        text = f"{policy_text(self.world.now)}\n\n# Customer request\n{self.task.text}"
+        text = f"{policy_text(self.world.now)}\n\n# Customer request\n{self._request_text()}"
         return text, info
+
+    def _request_text(self) -> str:
+        """The request as the first observation gives it: whole, or the customer's opening."""
+        if self.user_kind is None:
+            return self.task.text
+        names = {p: self.world.passengers[p]["name"] for p in self.task.request["passengers"]}
+        self.customer = DeterministicCustomer(self.task.request, names)
+        return self.customer.first_message()
+
+    def _act(self, action: str) -> StepResult:
+        if self.customer is None or parse_tool_calls(action, self.max_calls_per_turn):
+            return super()._act(action)
+        return self.customer.turn(action, self._step_calls, self._step_reward(), self._step_info())
+
+    def _trace_meta(self) -> dict[str, Any]:
+        return {"user": self.customer.settings()} if self.customer is not None else {}
 
     def _mark(self, goal: str) -> None:
         self._progress[goal] = True

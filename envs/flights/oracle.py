@@ -382,6 +382,19 @@ def to_chat(transcript: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str
     return chat
 
 
+def record_chat(record: dict[str, Any], task: dict[str, Any] | None) -> dict[str, Any]:
+    """A trajectory record (`agentrl.trajectory/1`) as `to_chat`'s line: the SFT line is a view of
+    the record; `task` is the reset's privileged `info["task"]` (None without it)."""
+    steps = record["steps"]
+    episode = {
+        "task_text": record["observation"],
+        "steps": steps,
+        "reward": sum(step["reward"] for step in steps),
+        "task": task,
+    }
+    return to_chat(episode, record["tools"])
+
+
 def export_oracle_jsonl(
     path: str | Path,
     n_episodes: int,
@@ -397,16 +410,18 @@ def export_oracle_jsonl(
     import gymnasium as gym
 
     import agentrl  # noqa: F401  (registers the ids)
-    from agentrl.demo import play_episode
+    from agentrl.driver import Episode, play
 
-    env = gym.make("agentrl/Flights-v0", **{**(env_kwargs or {}), "privileged_info": True}).unwrapped
+    env = gym.make("agentrl/Flights-v0", **{**(env_kwargs or {}), "privileged_info": True})
+    episode = Episode(env.unwrapped)
     written = 0
     with Path(path).open("w", encoding="utf-8") as out:
         for s in range(seed, seed + n_episodes):
-            transcript = play_episode(env, OraclePolicy(), s)
-            if only_successes and transcript["reward"] < 1.0:
+            outcome = play(episode, OraclePolicy(), s)
+            if only_successes and outcome.reward < 1.0:
                 continue
-            out.write(json.dumps(to_chat(transcript, transcript["tools"]), ensure_ascii=False) + "\n")
+            line = record_chat(episode.record(), outcome.info.get("task"))
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
             written += 1
-    env.close()
+    episode.close()
     return written

@@ -1,9 +1,9 @@
-"""What a call answers: its error (`ApiError`), its answer remembered by request id (`once`), and
-its encoded item in a batch or a `/v1/ws` frame (`result_item`).
+"""What a call answers: its error (`ApiError`, made by the functions below where the env raised),
+and its answer remembered by request id (`Remembered`).
 
 Every call that changes an episode (create, reset, step, close, fork), over HTTP or the channel,
-is made safe to retry by `once` (or, for a call run right on the event loop, `remember_outcome`):
-there is one way a retried request is recognised, whatever it asks for.
+is made safe to retry by a `Remembered` table: `once` for a call run in a task, `keep` for one run
+right on the event loop. There is one way a retried request is recognised, whatever it asks for.
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentrl.server.wire import dumps
+from agentrl.core import EpisodeOverError
+from agentrl.protocol import ErrorCode, encode_error, encode_error_item
+
+if TYPE_CHECKING:
+    from agentrl.server.episodes import Episode
 
 T = TypeVar("T")
 
@@ -31,66 +35,99 @@ class ApiError(Exception):
     def body(self) -> dict[str, str]:
         return {"error": self.code, "message": self.message}
 
+    def item(self, episode_id: str | None) -> bytes:
+        """This error as the encoded `BatchResult` of an item of a batch or a frame."""
+        return encode_error_item(episode_id, self.status, encode_error(self.code, self.message),
+                                 self.headers.get("Retry-After"))
+
+
+def gone(ep: Episode) -> ApiError:
+    """The answer to a call on an episode closed while the call waited for it."""
+    return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+
+
+def start_failed(env_id: str, exc: Exception) -> ApiError:
+    """The error answered for a create whose env could not be built or reset."""
+    return ApiError(400, ErrorCode.ENV_REJECTED, f"{env_id} could not start: {type(exc).__name__}: {exc}")
+
+
+def reset_failed(exc: Exception) -> ApiError:
+    """The error answered for a reset the env refused."""
+    return ApiError(400, ErrorCode.ENV_REJECTED, f"reset failed: {type(exc).__name__}: {exc}")
+
+
+def env_raised(ep: Episode, exc: Exception, doing: str) -> ApiError:
+    """The error answered for a call (`doing`: "stepping", "forking") whose env raised `exc`: a 409
+    where the env says the episode is over, else a 500 (a bug in the env)."""
+    if isinstance(exc, EpisodeOverError):
+        ep.over = True
+        return ApiError(409, ErrorCode.EPISODE_OVER, str(exc))
+    message = f"{ep.env_id} raised while {doing}: {type(exc).__name__}: {exc}"
+    return ApiError(500, ErrorCode.ENV_ERROR, message)
+
 
 def _settle(future: asyncio.Future, exc: BaseException) -> None:
     future.set_exception(exc)
     future.exception()  # marks it retrieved: a retry may never come
 
 
-async def once(table: OrderedDict, key: Hashable | None, limit: int, run: Callable[[], Awaitable[T]]) -> T:
-    """`run()`, remembered in `table` by `key` (a request id): a retry of the key, while the first
-    run is under way or after, gets the first run's answer or `ApiError` instead of running again.
-    The one way every call that changes an episode (create, reset, step, close, fork) is made safe
-    to retry; `remember_outcome` is its twin for calls run right on the loop. An answer that says
-    to try again later (429, 503) is not kept: the retry it asks for runs the call."""
-    if key is None:
-        return await run()
-    earlier = table.get(key)
-    if earlier is not None:
-        return await asyncio.shield(earlier)
-    future = asyncio.get_running_loop().create_future()
-    remember(table, key, future, limit)
-    try:
-        value = await run()
-    except ApiError as exc:
-        if exc.status in (429, 503) and table.get(key) is future:
-            del table[key]
-        _settle(future, exc)
-        raise
-    except BaseException:  # not an answer (a bug, a cancellation): a retry runs the call again
-        if table.get(key) is future:
-            del table[key]
-        future.cancel()
-        raise
-    future.set_result(value)
-    return value
+class Remembered:
+    """Answers by request id (the newest `limit` of them): a retry of a key, while the first call
+    is under way or after, gets the first call's answer or `ApiError` instead of running again.
+    Keys are request ids, or (kind, request id) where calls of several kinds share a table."""
 
+    __slots__ = ("answers", "limit")
 
-def remember_outcome(table: OrderedDict, key: Hashable | None, limit: int, value: Any,
-                     error: ApiError | None = None) -> None:
-    """Remember what a call run at once answered (`value`, or `error`), as `once` does."""
-    if key is None:
-        return
-    done = asyncio.get_running_loop().create_future()
-    remember(table, key, done, limit)
-    if error is not None:
-        _settle(done, error)
-    else:
-        done.set_result(value)
+    def __init__(self, limit: int) -> None:
+        self.answers: OrderedDict[Hashable, asyncio.Future] = OrderedDict()
+        self.limit = limit
 
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.answers
 
-def remember(table: OrderedDict, key: str, future: asyncio.Future, limit: int) -> None:
-    """Keep `future` as the answer to a retry of `key`, forgetting the oldest beyond `limit`."""
-    table[key] = future
-    while len(table) > limit:
-        table.popitem(last=False)
+    def clear(self) -> None:
+        self.answers.clear()
 
+    async def once(self, key: Hashable | None, run: Callable[[], Awaitable[T]]) -> T:
+        """`run()`, remembered by `key` (None: not remembered). An answer that says to try again
+        later (429, 503) is not kept: the retry it asks for runs the call."""
+        if key is None:
+            return await run()
+        earlier = self.answers.get(key)
+        if earlier is not None:
+            return await asyncio.shield(earlier)
+        future = asyncio.get_running_loop().create_future()
+        self._add(key, future)
+        try:
+            value = await run()
+        except ApiError as exc:
+            if exc.status in (429, 503):
+                self._drop(key, future)
+            _settle(future, exc)
+            raise
+        except BaseException:  # not an answer (a bug, a cancellation): a retry runs the call again
+            self._drop(key, future)
+            future.cancel()
+            raise
+        future.set_result(value)
+        return value
 
-def item_head(episode_id: str | None) -> bytes:
-    """The start of an encoded `BatchResult`, up to its episode id."""
-    return b'{"episode_id":' + dumps(episode_id)
+    def keep(self, key: Hashable | None, value: Any, error: ApiError | None = None) -> None:
+        """Remember what a call run at once answered (`value`, or `error`), as `once` does."""
+        if key is None:
+            return
+        done = asyncio.get_running_loop().create_future()
+        self._add(key, done)
+        if error is not None:
+            _settle(done, error)
+        else:
+            done.set_result(value)
 
+    def _add(self, key: Hashable, future: asyncio.Future) -> None:
+        self.answers[key] = future
+        while len(self.answers) > self.limit:
+            self.answers.popitem(last=False)
 
-def result_item(episode_id: str, status: int, body: bytes) -> bytes:
-    """The encoded `BatchResult` of an item answered with `body` (already encoded)."""
-    return item_head(episode_id) + b',"status":%d,"result":%s,"error":null}' % (status, body)
+    def _drop(self, key: Hashable, future: asyncio.Future) -> None:
+        if self.answers.get(key) is future:
+            del self.answers[key]

@@ -5,7 +5,7 @@ Step responses are encoded where the step ran (see `episodes.py`) and sent as ra
 step endpoints, the hot path of every rollout, are answered by `StepFastPath` straight from ASGI
 (the `/v1/ws` socket by `mux.StepSocket`); FastAPI still declares the HTTP ones (for the schema
 and /docs) and answers whatever the fast path passes on, such as invalid requests, so every error
-keeps one shape.
+keeps one shape. Every entry runs its steps through `EpisodeRegistry.run_steps`.
 """
 
 from __future__ import annotations
@@ -26,16 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentrl import __version__
 from agentrl.core import StepResult
-from agentrl.registration import load_env_class
-from agentrl.server import collector, mux, openenv_ws
-from agentrl.server.calls import FrameCalls
-from agentrl.server.config import ServerConfig
-from agentrl.server.episodes import ApiError, EpisodeRegistry
-from agentrl.server.forks import Forks, fork_router
-from agentrl.server.metrics import Metrics
-from agentrl.server.ui import mount_ui
-from agentrl.server.watch import watch_router
-from agentrl.server.wire import (
+from agentrl.protocol import (
     API_PREFIX,
     MUX_PATH,
     BatchResults,
@@ -53,7 +44,19 @@ from agentrl.server.wire import (
     ResetEpisode,
     StepAction,
     dumps,
+    encode_error,
+    encode_results,
 )
+from agentrl.registration import load_env_class
+from agentrl.server import collector, mux, openenv_ws
+from agentrl.server.answers import ApiError
+from agentrl.server.calls import FrameCalls
+from agentrl.server.config import ServerConfig
+from agentrl.server.episodes import EpisodeRegistry
+from agentrl.server.forks import Forks, fork_router
+from agentrl.server.metrics import Metrics
+from agentrl.server.ui import mount_ui
+from agentrl.server.watch import watch_router
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 429, 503)
@@ -62,7 +65,7 @@ JSON = "application/json"
 
 
 def _error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps({"error": code, "message": message}), status, headers=headers, media_type=JSON)
+    return Response(encode_error(code, message), status, headers=headers, media_type=JSON)
 
 
 class GuardMiddleware:
@@ -309,8 +312,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @app.delete(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=Closed, responses=ERRORS)
     async def delete_episode(episode_id: str) -> dict[str, Any]:
-        if not await registry.close(episode_id):
-            registry.get(episode_id)  # raises the 404
+        await registry.close_once(episode_id)
         return {"episode_id": episode_id, "closed": True}
 
     async def step_one(episode_id: str, req: StepAction) -> bytes:
@@ -318,7 +320,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         return body
 
     async def step_many(req: BatchStep) -> bytes:
-        return b'{"results":[' + b",".join(await registry.step_many(req.steps)) + b"]}"
+        return encode_results(await registry.step_many(req.steps))
 
     @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepResult, responses=ERRORS)
     async def step_episode(episode_id: str, req: StepAction) -> Response:

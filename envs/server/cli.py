@@ -39,6 +39,9 @@ def add_cli(subparsers: Any) -> None:
                    "Ray cluster at --ray-address, or a Ray started here; this address serves GET /v1/cluster")
     p.add_argument("--ray-address", help="a running Ray cluster to join (as `ray.init(address=...)`)")
     p.add_argument("--ray-cpus", type=float, default=1.0, help="Ray CPUs each server actor takes")
+    p.add_argument("--ray-sandboxes", action="store_true",
+                   help="with --ray: one sandbox server per node (nodes offering the resource `docker`, "
+                   "if any does), used by the Bash-v0/Code-v0 episodes of that node's servers")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(handler=serve)
 
@@ -90,7 +93,8 @@ def serve(args: argparse.Namespace) -> int:
         holders = args.processes or 1
         print(f"agentrl cluster of {holders} Ray actors at http://{config.host}:{config.port} "
               "(holders at /v1/cluster)", flush=True)
-        run_ray(config, holders, args.ray_address, args.ray_cpus, log_level=args.log_level)
+        run_ray(config, holders, args.ray_address, args.ray_cpus, log_level=args.log_level,
+                sandboxes=args.ray_sandboxes)
         return 0
     if args.processes is not None:
         from agentrl.server.processes import run_processes

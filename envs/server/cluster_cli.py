@@ -73,7 +73,7 @@ def serve_static(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    from agentrl.server.wire import CLUSTER_PATH
+    from agentrl.protocol import CLUSTER_PATH
 
     token = args.token or os.environ.get(TOKEN_ENV_VAR)
     headers = {"Authorization": f"Bearer {token}"} if token else {}

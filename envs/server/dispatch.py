@@ -32,7 +32,8 @@ and measures under `PROBE_BELOW` times the bound in threads gets one pack on the
 short there.
 A caller may also run a call of a kind measured short itself, right where it is, and report the
 time it took (`ran_inline`): the episode registry does so for steps, which saves a future, a
-callback and a task wake-up per step.
+callback and a task wake-up per step. `run_in_order` runs a batch of calls that way, each at once
+where it can, else in a task, one episode's calls in their order.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 _Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future]
 _Outcome = tuple[asyncio.Future, Any, BaseException | None]
@@ -57,6 +58,8 @@ MOSTLY_WAITING = 0.25  # CPU share under which calls of a kind get more than one
 RESAMPLE_EVERY = 64
 LEAVE_LOOP_AT = 2.0  # a kind on the loop goes back to the threads past this many times `inline_below_s`
 PROBE_BELOW = 4.0  # computing kinds under this many times `inline_below_s` in threads are tried on the loop
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
 
 
 class PackedExecutor:
@@ -278,3 +281,36 @@ def _thread_clock() -> tuple[float, float]:
 
 def _average(old: float | None, new: float) -> float:
     return new if old is None or math.isnan(old) else 0.8 * old + 0.2 * new
+
+
+async def run_in_order(items: Sequence[Item], now: Callable[[Item, Container[str]], Answer | None],
+                       later: Callable[[Item], Coroutine[Any, Any, Answer]], slice_s: float) -> list[Answer]:
+    """Each item's answer, in the order given: `now(item, busy)` runs an item that can run at
+    once, else returns None and `later(item)` answers it in a task. The steps of every entry
+    (`EpisodeRegistry.run_steps`) and the items of a `/v1/ws` frame (`agentrl.server.calls`) run here.
+
+    Items that can run at once run here, `slice_s` of them per loop iteration, so that a large
+    batch does not hold the loop and the batches of many connections take turns; each of the
+    others gets a task (the episode's lock, the dispatcher). The items start in order, an
+    episode's lock is first come, first served, and an episode with an item gone to a task has its
+    later items go the same way (`busy`), so the items of one episode in one batch run in its order.
+    """
+    parts: list[Any] = []
+    handed: list[tuple[int, asyncio.Task]] = []
+    busy: set[str] = set()
+    loop = asyncio.get_running_loop()
+    slice_end = time.perf_counter() + slice_s
+    for i, item in enumerate(items):
+        part = now(item, busy)
+        parts.append(part)
+        if part is None:  # handing an item to a task takes no slice: the calls it makes are packed
+            episode_id = getattr(item, "episode_id", None)  # a create has none yet
+            if episode_id is not None:
+                busy.add(episode_id)
+            handed.append((i, loop.create_task(later(item))))
+        elif time.perf_counter() > slice_end:
+            await asyncio.sleep(0)
+            slice_end = time.perf_counter() + slice_s
+    for i, task in handed:
+        parts[i] = await task
+    return parts

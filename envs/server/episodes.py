@@ -2,7 +2,14 @@
 
 Env code is blocking, so it runs off the event loop's own work (see `dispatch.py`); an
 `asyncio.Lock` per episode keeps one episode's steps in order while different episodes step at
-the same time. Results are encoded to JSON where the step ran, so the event loop only moves bytes.
+the same time. Results are encoded to JSON where the step ran (`agentrl.protocol.encode_step`),
+so the event loop only moves bytes.
+
+Every step, whichever way it came (`POST .../step`, `POST /v1/step`, a `/v1/ws` frame, OpenEnv's
+`/ws`), is run by `run_steps`: each at once on the event loop where its env's steps are measured
+cheap and its episode is idle (`step_now`), else in a task under its episode's lock
+(`step_later`). Each step's outcome is its `StepResult` and that result's bytes, or the
+`ApiError` it is answered with; every entry turns that outcome into its own answer.
 
 An episode id names the server process holding the episode (`<holder>.<random hex>`), so that
 whatever spreads episodes over several processes can route each request by its id alone.
@@ -16,30 +23,34 @@ import logging
 import math
 import os
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Container, Hashable, Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import gymnasium as gym
 
-from agentrl.core import EpisodeOverError, StepResult
-from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
-from agentrl.server.answers import (
-    ApiError,
-    item_head,
-    once,
-    remember_outcome,
-    result_item,
+from agentrl.core import StepResult
+from agentrl.protocol import (
+    BatchItem,
+    CloseCall,
+    CreateCall,
+    ErrorCode,
+    ResetCall,
+    dumps,
+    encode_closed,
+    encode_item,
+    encode_step,
 )
+from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
+from agentrl.server.answers import ApiError, Remembered, env_raised, gone, reset_failed, start_failed
 from agentrl.server.config import ServerConfig
-from agentrl.server.dispatch import PackedExecutor
+from agentrl.server.dispatch import PackedExecutor, run_in_order
 from agentrl.server.metrics import Metrics
 from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, Transcript
-from agentrl.server.wire import BatchItem, CloseCall, CreateCall, ErrorCode, ResetCall, dumps
 
 log = logging.getLogger("agentrl.server")
-Item = TypeVar("Item")
+Stepped = tuple[StepResult, bytes]  # a step's result and its encoding
+StepOutcome = Stepped | ApiError  # what a step is answered with
 
 
 @dataclass(eq=False)
@@ -48,6 +59,8 @@ class Episode:
     env_id: str
     env: gym.Env
     seed: int | None
+    # request_id -> a step's `Stepped`; ("reset", request_id) -> a reset's first observation and info
+    results: Remembered
     created: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)
     turns: int = 0
@@ -55,9 +68,6 @@ class Episode:
     closed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
-    # request_id -> future of (result, encoded bytes) of a step; ("reset", request_id) -> a reset's
-    # first observation and info; oldest first
-    results: OrderedDict[Hashable, asyncio.Future] = field(default_factory=OrderedDict)
     transcript: Transcript = field(default_factory=Transcript)  # for watchers (GET .../transcript, /ui)
 
     def __post_init__(self) -> None:
@@ -66,6 +76,14 @@ class Episode:
     def answer(self, first: dict[str, Any]) -> dict[str, Any]:
         """The `EpisodeCreated` answer of a create or reset that returned `first`."""
         return {"episode_id": self.episode_id, "env_id": self.env_id, **first}
+
+    def check_open(self, when_over: str) -> None:
+        """Raise the answer to a call that needs the episode running: a 404 once it is closed, a
+        409 once it is over (`when_over` says what to do instead)."""
+        if self.closed:
+            raise gone(self)
+        if self.over:
+            raise ApiError(409, ErrorCode.EPISODE_OVER, f"episode {self.episode_id} is over; {when_over}")
 
     def status(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -82,8 +100,7 @@ def _build_and_reset(
 ) -> tuple[gym.Env, dict[str, Any]]:
     env = make_env(env_id, **env_kwargs)
     try:
-        observation, info = env.reset(seed=seed, options=options)
-        return env, {"observation": observation, "info": info}
+        return env, _reset(env, seed, options)
     except BaseException:
         env.close()
         raise
@@ -105,9 +122,9 @@ class EpisodeRegistry:
         self._prefix = self.holder + "."
         self.shutting_down = False
         self._starting = 0
-        self._creates: OrderedDict[str, asyncio.Future] = OrderedDict()  # request_id -> the answer
+        self._creates = Remembered(config.max_episodes)  # request_id -> the answer
         self._reserved: dict[str, frozenset[str]] = {}  # env id -> the constructor arguments of its operator
-        self._closes: OrderedDict[tuple[str, str], asyncio.Future] = OrderedDict()  # (episode, request)
+        self._closes = Remembered(config.max_episodes)  # (episode, request_id) -> True
         self._reaper: asyncio.Task | None = None
         self.recently_closed = RecentlyClosed()
 
@@ -181,8 +198,10 @@ class EpisodeRegistry:
         finally:
             self._starting -= n
 
-    def new_id(self) -> str:
-        return self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
+    def new_episode(self, env_id: str, env: gym.Env, seed: int | None) -> Episode:
+        """An episode of `env`, under a new id of this holder, not live yet (see `admit`)."""
+        episode_id = self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
+        return Episode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window))
 
     def admit(self, ep: Episode) -> None:
         """Make a built episode live."""
@@ -224,8 +243,7 @@ class EpisodeRegistry:
         if self.shutting_down:
             raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
         self.check_env_id(env_id)
-        answer = await once(self._creates, request_id, self.config.max_episodes,
-                            lambda: self._create(env_id, seed, options, env_kwargs))
+        answer = await self._creates.once(request_id, lambda: self._create(env_id, seed, options, env_kwargs))
         return self.episodes.get(answer["episode_id"]), answer
 
     async def _create(self, env_id: str, seed: int | None, options: dict[str, Any] | None,
@@ -237,12 +255,12 @@ class EpisodeRegistry:
                     f"{env_id}:create", _build_and_reset, env_id, env_kwargs, seed, options
                 )
             except Exception as exc:
-                raise _rejected(env_id, exc) from exc
+                raise start_failed(env_id, exc) from exc
             return self._admit_new(env_id, env, seed, first)
 
     def _admit_new(self, env_id: str, env: gym.Env, seed: int | None, first: dict[str, Any]
                    ) -> dict[str, Any]:
-        ep = Episode(self.new_id(), env_id, env, seed)
+        ep = self.new_episode(env_id, env, seed)
         ep.transcript.begin(first)
         self.admit(ep)
         return ep.answer(first)
@@ -267,22 +285,21 @@ class EpisodeRegistry:
             env, first = _build_and_reset(env_id, env_kwargs, item.seed, item.options)
         except Exception as exc:
             self.dispatch.ran_inline(kind, time.perf_counter() - started)
-            error = _rejected(env_id, exc)
+            error = start_failed(env_id, exc)
             error.__cause__ = exc
-            remember_outcome(self._creates, request_id, self.config.max_episodes, None, error)
+            self._creates.keep(request_id, None, error)
             return self.error_item(None, error)
         self.dispatch.ran_inline(kind, time.perf_counter() - started)
         answer = self._admit_new(env_id, env, item.seed, first)
-        remember_outcome(self._creates, request_id, self.config.max_episodes, answer)
-        return result_item(answer["episode_id"], 201, dumps(answer))
+        self._creates.keep(request_id, answer)
+        return encode_item(answer["episode_id"], 201, dumps(answer))
 
     async def reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None,
                     request_id: str | None = None) -> dict[str, Any]:
         """Start a new episode on an existing env (the OpenEnv session's `reset`); returns the first
         observation and info. A retry of `request_id` gets the first reset's answer."""
         key = None if request_id is None else ("reset", request_id)
-        return await once(ep.results, key, self.config.idempotency_window,
-                          lambda: self._reset(ep, seed, options))
+        return await ep.results.once(key, lambda: self._reset(ep, seed, options))
 
     async def _reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
         async with ep.lock:
@@ -291,7 +308,7 @@ class EpisodeRegistry:
             try:
                 first = await self.dispatch.run(f"{ep.env_id}:reset", _reset, ep.env, seed, options)
             except Exception as exc:
-                raise _reset_failed(exc) from exc
+                raise reset_failed(exc) from exc
             self._was_reset(ep, seed, first)
             return first
 
@@ -316,54 +333,46 @@ class EpisodeRegistry:
             first = _reset(ep.env, item.seed, item.options)
         except Exception as exc:
             self.dispatch.ran_inline(kind, time.perf_counter() - started)
-            error = _reset_failed(exc)
+            error = reset_failed(exc)
             error.__cause__ = exc
-            remember_outcome(ep.results, key, self.config.idempotency_window, None, error)
+            ep.results.keep(key, None, error)
             return self.error_item(ep.episode_id, error)
         self.dispatch.ran_inline(kind, time.perf_counter() - started)
         self._was_reset(ep, item.seed, first)
-        remember_outcome(ep.results, key, self.config.idempotency_window, first)
-        return result_item(ep.episode_id, 200, dumps(ep.answer(first)))
+        ep.results.keep(key, first)
+        return encode_item(ep.episode_id, 200, dumps(ep.answer(first)))
 
-    async def step(self, episode_id: str, action: str, request_id: str | None = None
-                   ) -> tuple[StepResult, bytes]:
-        """Run one step; returns its result and the result's JSON encoding."""
-        ep = self.get(episode_id)
-        if len(action) > self.config.max_action_chars:
-            limit = self.config.max_action_chars
-            raise ApiError(413, ErrorCode.ACTION_TOO_LARGE,
-                           f"action has {len(action)} characters; the limit is {limit}")
-        return await once(ep.results, request_id, self.config.idempotency_window,
-                          lambda: self._step(ep, action))
+    # --- steps: one path, whichever way a step came ---------------------------------------------
+    async def step(self, episode_id: str, action: str, request_id: str | None = None) -> Stepped:
+        """Run one step (`run_steps` of one); returns its result and the result's encoding, or
+        raises the `ApiError` it is answered with."""
+        item = BatchItem.model_construct(episode_id=episode_id, action=action, request_id=request_id)
+        [outcome] = await self.run_steps([item])
+        if isinstance(outcome, ApiError):
+            raise outcome
+        return outcome
 
-    async def _step(self, ep: Episode, action: str) -> tuple[StepResult, bytes]:
-        async with ep.lock:
-            if ep.closed:
-                raise gone(ep)
-            if ep.over:
-                raise ApiError(409, ErrorCode.EPISODE_OVER,
-                               f"episode {ep.episode_id} is over; create a new episode")
-            started = time.perf_counter()
-            try:
-                result, body = await self.dispatch.run(ep.step_kind, _step_and_encode, ep.env, action)
-            except Exception as exc:
-                raise _step_failed(ep, exc) from exc
-            self._stepped(ep, action, result, body, time.perf_counter() - started)
-            return result, body
+    async def step_many(self, steps: Sequence[BatchItem]) -> list[bytes]:
+        """Each step's `BatchResult`, encoded, in the order given; an error stays with its item."""
+        outcomes = await self.run_steps(steps)
+        return [self.item(step.episode_id, outcome) for step, outcome in zip(steps, outcomes, strict=True)]
 
-    def _stepped(self, ep: Episode, action: str, result: StepResult, body: bytes, seconds: float) -> None:
-        self.metrics.stepped(ep.env_id, seconds)
-        ep.turns += 1
-        ep.transcript.record(action, result.reward, body)
-        ep.over = result.terminated or result.truncated
-        ep.last_used = time.monotonic()
+    async def run_steps(self, steps: Sequence[BatchItem]) -> list[StepOutcome]:
+        """Each step's outcome, in the order given: the one way the server runs steps."""
+        return await run_in_order(steps, self.step_now, self.step_later, self.dispatch.target_s)
 
-    def step_now(self, item: BatchItem, busy: Container[str] = ()) -> bytes | None:
-        """`_item` for a step that can run right here, on the event loop, at once: its env's steps
-        are measured cheap (`dispatch.inline`), its episode is idle, and its request is new; else
-        None, and `step_many` answers it (errors included). For a light env this saves the task,
-        lock and futures per step, which cost more than its step. `busy`: episodes with steps
-        handed to `step_many` that have not started yet, which must go first."""
+    def item(self, episode_id: str, outcome: StepOutcome) -> bytes:
+        """A step's outcome as the encoded `BatchResult` of a batch or a frame."""
+        if isinstance(outcome, ApiError):
+            return self.error_item(episode_id, outcome)
+        return encode_item(episode_id, 200, outcome[1])
+
+    def step_now(self, item: BatchItem, busy: Container[str] = ()) -> StepOutcome | None:
+        """The outcome of a step that can run right here, on the event loop, at once: its env's
+        steps are measured cheap (`dispatch.inline`), its episode is idle, and its request is new;
+        else None, and `step_later` answers it (errors included). For a light env this saves the
+        task, lock and futures per step, which cost more than its step. `busy`: episodes with
+        steps handed to `step_later` that have not started yet, which must go first."""
         ep = self.episodes.get(item.episode_id)
         request_id, action = item.request_id, item.action
         if (ep is None or ep.lock.locked() or ep.closed or ep.over or not self.dispatch.inline(ep.step_kind)
@@ -372,71 +381,53 @@ class EpisodeRegistry:
             return None
         started = time.perf_counter()
         try:
-            result, body = _step_and_encode(ep.env, action)
+            stepped = _step_and_encode(ep.env, action)
         except Exception as exc:
-            error = _step_failed(ep, exc)
+            self.dispatch.ran_inline(ep.step_kind, time.perf_counter() - started)
+            error = env_raised(ep, exc, "stepping")
             error.__cause__ = exc
-        else:
-            error = None
+            ep.results.keep(request_id, None, error)
+            return error
         seconds = time.perf_counter() - started
         self.dispatch.ran_inline(ep.step_kind, seconds)
-        if error is not None:
-            remember_outcome(ep.results, request_id, self.config.idempotency_window, None, error)
-            return self.error_item(item.episode_id, error)
-        self._stepped(ep, action, result, body, seconds)
-        remember_outcome(ep.results, request_id, self.config.idempotency_window, (result, body))
-        return result_item(item.episode_id, 200, body)
+        self._stepped(ep, action, stepped, seconds)
+        ep.results.keep(request_id, stepped)
+        return stepped
 
-    async def step_many(self, steps: Sequence[BatchItem]) -> list[bytes]:
-        """Each step's `BatchResult`, encoded, in the order given; an error stays with its item."""
-        return await self.run_items(steps, self.step_now, self.step_item)
-
-    async def run_items(self, items: Sequence[Item], now: Callable[[Item, Container[str]], bytes | None],
-                        later: Callable[[Item], Awaitable[bytes]]) -> list[bytes]:
-        """Each item's `BatchResult`, encoded, in the order given: `now(item, busy)` runs an item
-        that can run at once, else returns None and `later(item)` answers it in a task.
-
-        Items that can run at once run here, `dispatch.target_s` of them per loop iteration, so that
-        a large batch does not hold the loop and the batches of many connections take turns; each of
-        the others gets a task (the lock, the dispatcher). The items start in order, an episode's
-        lock is first come, first served, and an episode with an item gone to a task has its later
-        items go the same way (`busy`), so the items of one episode in one batch run in its order.
-        """
-        parts: list[Any] = []
-        handed: list[tuple[int, asyncio.Task]] = []
-        busy: set[str] = set()
-        loop = asyncio.get_running_loop()
-        slice_end = time.perf_counter() + self.dispatch.target_s
-        for i, item in enumerate(items):
-            part = now(item, busy)
-            parts.append(part)
-            if part is None:  # handing an item to a task takes no slice: the calls it makes are packed
-                episode_id = getattr(item, "episode_id", None)  # a create has none yet
-                if episode_id is not None:
-                    busy.add(episode_id)
-                handed.append((i, loop.create_task(later(item))))
-            elif time.perf_counter() > slice_end:
-                await asyncio.sleep(0)
-                slice_end = time.perf_counter() + self.dispatch.target_s
-        for i, task in handed:
-            parts[i] = await task
-        return parts
-
-    async def step_item(self, item: BatchItem) -> bytes:
+    async def step_later(self, item: BatchItem) -> StepOutcome:
+        """The outcome of a step run in a task: under its episode's lock, through the dispatcher."""
         try:
-            _, body = await self.step(item.episode_id, item.action, item.request_id)
+            ep = self.get(item.episode_id)
+            if len(item.action) > self.config.max_action_chars:
+                raise ApiError(413, ErrorCode.ACTION_TOO_LARGE, f"action has {len(item.action)} characters; "
+                               f"the limit is {self.config.max_action_chars}")
+            return await ep.results.once(item.request_id, lambda: self._step(ep, item.action))
         except ApiError as exc:
-            return self.error_item(item.episode_id, exc)
-        return result_item(item.episode_id, 200, body)
+            return exc
+
+    async def _step(self, ep: Episode, action: str) -> Stepped:
+        async with ep.lock:
+            ep.check_open("create a new episode")
+            started = time.perf_counter()
+            try:
+                stepped = await self.dispatch.run(ep.step_kind, _step_and_encode, ep.env, action)
+            except Exception as exc:
+                raise env_raised(ep, exc, "stepping") from exc
+            self._stepped(ep, action, stepped, time.perf_counter() - started)
+            return stepped
+
+    def _stepped(self, ep: Episode, action: str, stepped: Stepped, seconds: float) -> None:
+        result, body = stepped
+        self.metrics.stepped(ep.env_id, seconds)
+        ep.turns += 1
+        ep.transcript.record(action, result.reward, body)
+        ep.over = result.terminated or result.truncated
+        ep.last_used = time.monotonic()
 
     def error_item(self, episode_id: str | None, exc: ApiError) -> bytes:
         """The encoded `BatchResult` of an item answered with `exc` (counted as an error)."""
         self.metrics.errors.labels(exc.code).inc()
-        after = exc.headers.get("Retry-After")
-        tail = b',"status":%d,"result":null,"error":%s' % (exc.status, dumps(exc.body()))
-        if after is not None:
-            tail += b',"retry_after":' + after.encode()
-        return item_head(episode_id) + tail + b"}"
+        return exc.item(episode_id)
 
     async def render(self, episode_id: str) -> str | None:
         ep = self.get(episode_id)
@@ -445,11 +436,9 @@ class EpisodeRegistry:
 
     async def close(self, episode_id: str, reason: str = "client") -> bool:
         """Close an episode (after a step it is running); False if there is none by that id."""
-        ep = self.episodes.pop(episode_id, None)
+        ep = self._take_out(episode_id, reason)
         if ep is None:
             return False
-        self.metrics.live_episodes.set(self.live)
-        self.metrics.episodes_closed.labels(reason).inc()
         async with ep.lock:  # let a running step finish first
             self._retire(ep, reason)
             try:
@@ -467,7 +456,7 @@ class EpisodeRegistry:
             return True
 
         key = None if request_id is None else (episode_id, request_id)
-        await once(self._closes, key, self.config.max_episodes, run)
+        await self._closes.once(key, run)
 
     def close_now(self, item: CloseCall, busy: Container[str] = ()) -> bytes | None:
         """`close_once` run right here on the event loop, its `BatchResult` encoded, where the env's
@@ -479,9 +468,7 @@ class EpisodeRegistry:
         key = None if item.request_id is None else (item.episode_id, item.request_id)
         if not self.dispatch.inline(kind) or key in self._closes:
             return None
-        del self.episodes[item.episode_id]
-        self.metrics.live_episodes.set(self.live)
-        self.metrics.episodes_closed.labels("client").inc()
+        self._take_out(item.episode_id, "client")
         self._retire(ep, "client")
         started = time.perf_counter()
         try:
@@ -489,8 +476,16 @@ class EpisodeRegistry:
         except Exception:  # a failing close must not keep the episode alive
             log.exception("%s: closing episode %s failed", ep.env_id, ep.episode_id)
         self.dispatch.ran_inline(kind, time.perf_counter() - started)
-        remember_outcome(self._closes, key, self.config.max_episodes, True)
-        return result_item(item.episode_id, 200, b'{"episode_id":%s,"closed":true}' % dumps(item.episode_id))
+        self._closes.keep(key, True)
+        return encode_item(item.episode_id, 200, encode_closed(item.episode_id))
+
+    def _take_out(self, episode_id: str, reason: str) -> Episode | None:
+        """The episode, no longer live (None if there is none by that id)."""
+        ep = self.episodes.pop(episode_id, None)
+        if ep is not None:
+            self.metrics.live_episodes.set(self.live)
+            self.metrics.episodes_closed.labels(reason).inc()
+        return ep
 
     def _retire(self, ep: Episode, reason: str) -> None:
         ep.closed = True
@@ -498,28 +493,6 @@ class EpisodeRegistry:
                                                time.monotonic() - ep.created, reason, ep.transcript))
 
 
-def gone(ep: Episode) -> ApiError:
-    """The answer to a call on an episode closed while the call waited for it."""
-    return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
-
-
-def _rejected(env_id: str, exc: Exception) -> ApiError:
-    return ApiError(400, ErrorCode.ENV_REJECTED, f"{env_id} could not start: {type(exc).__name__}: {exc}")
-
-
-def _reset_failed(exc: Exception) -> ApiError:
-    return ApiError(400, ErrorCode.ENV_REJECTED, f"reset failed: {type(exc).__name__}: {exc}")
-
-
-def _step_failed(ep: Episode, exc: Exception) -> ApiError:
-    """The error answered for a step whose env raised `exc`."""
-    if isinstance(exc, EpisodeOverError):
-        ep.over = True
-        return ApiError(409, ErrorCode.EPISODE_OVER, str(exc))
-    return ApiError(500, ErrorCode.ENV_ERROR,
-                    f"{ep.env_id} raised while stepping: {type(exc).__name__}: {exc}")
-
-
-def _step_and_encode(env: gym.Env, action: str) -> tuple[StepResult, bytes]:
+def _step_and_encode(env: gym.Env, action: str) -> Stepped:
     result = StepResult.of(env.step(action))
-    return result, dumps(result)
+    return result, encode_step(result)

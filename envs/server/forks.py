@@ -13,19 +13,15 @@ children; it is built under the episode's lock too.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from agentrl.core import EpisodeOverError
-from agentrl.server.answers import once
-from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry, gone
-from agentrl.server.wire import (
+from agentrl.protocol import (
     API_PREFIX,
     ErrorBody,
     ErrorCode,
@@ -35,6 +31,8 @@ from agentrl.server.wire import (
     dumps,
     loads,
 )
+from agentrl.server.answers import ApiError, Remembered, env_raised, gone
+from agentrl.server.episodes import Episode, EpisodeRegistry
 
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -67,8 +65,7 @@ class Forks:
 
     def __init__(self, registry: EpisodeRegistry) -> None:
         self.registry = registry
-        # (parent, request_id) -> forks made
-        self._requests: OrderedDict[tuple[str, str], asyncio.Future] = OrderedDict()
+        self._requests = Remembered(registry.config.max_episodes)  # (parent, request_id) -> forks made
 
     async def fork(self, episode_id: str, n: int, request_id: str | None = None) -> list[dict[str, Any]]:
         """n new episodes in `episode_id`'s state; each item is an `EpisodeForked`."""
@@ -77,25 +74,17 @@ class Forks:
             raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
         parent = registry.get(episode_id)
         key = None if request_id is None else (episode_id, request_id)
-        return await once(self._requests, key, registry.config.max_episodes, lambda: self._make(parent, n))
+        return await self._requests.once(key, lambda: self._make(parent, n))
 
     async def _make(self, parent: Episode, n: int) -> list[dict[str, Any]]:
         registry = self.registry
         with registry.reserve(n):
             async with parent.lock:
-                if parent.closed:
-                    raise gone(parent)
-                if parent.over:
-                    raise ApiError(409, ErrorCode.EPISODE_OVER,
-                                   f"episode {parent.episode_id} is over; fork it before its last step")
+                parent.check_open("fork it before its last step")
                 try:
                     envs = await registry.dispatch.run(f"{parent.env_id}:fork", _fork, parent.env, n)
-                except EpisodeOverError as exc:
-                    parent.over = True
-                    raise ApiError(409, ErrorCode.EPISODE_OVER, str(exc)) from exc
                 except Exception as exc:
-                    message = f"{parent.env_id} raised while forking: {type(exc).__name__}: {exc}"
-                    raise ApiError(500, ErrorCode.ENV_ERROR, message) from exc
+                    raise env_raised(parent, exc, "forking") from exc
                 parent.last_used = time.monotonic()
                 latest = _latest(parent)
                 children = [self._child(parent, env) for env in envs]
@@ -105,7 +94,7 @@ class Forks:
                  "parent_id": parent.episode_id, "turns": child.turns} for child in children]
 
     def _child(self, parent: Episode, env: Any) -> Episode:
-        child = Episode(self.registry.new_id(), parent.env_id, env, parent.seed)
+        child = self.registry.new_episode(parent.env_id, env, parent.seed)
         child.turns = parent.turns
         child.transcript = dataclasses.replace(parent.transcript, steps=deque(parent.transcript.steps))
         return child

@@ -33,8 +33,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
+from agentrl.protocol import ErrorCode, FrameItem, StepFrame, dumps, encode_reply, loads
 from agentrl.server.metrics import Metrics
-from agentrl.server.wire import ErrorCode, FrameItem, StepFrame, dumps, loads
 
 MAX_FRAMES_IN_FLIGHT = 64
 StepNow = Callable[[FrameItem], "bytes | None"]
@@ -76,7 +76,7 @@ class StepSocket:
                 if not frames.waiting:  # nothing ahead of it: its first slice runs right here
                     parts = self.now(steps, time.perf_counter() + self.slice_s)
                     if len(parts) == len(steps):
-                        await send({"type": "websocket.send", "bytes": _reply(frame.id, parts)})
+                        await send({"type": "websocket.send", "bytes": encode_reply(frame.id, parts)})
                         continue
                 else:
                     parts = []
@@ -151,7 +151,7 @@ class _Frames:
     async def answer(self, frame_id: int, parts: list[bytes]) -> None:
         try:
             if not self.gone:
-                await self._send({"type": "websocket.send", "bytes": _reply(frame_id, parts)})
+                await self._send({"type": "websocket.send", "bytes": encode_reply(frame_id, parts)})
         except OSError:
             self.gone = True  # its steps are done and a retry gets their results
         finally:
@@ -163,10 +163,6 @@ class _Frames:
             await asyncio.gather(*([self.worker] if self.worker else []), *self.handed)
         if self.worker is not None:
             self.worker.result()  # a failure is reported, not dropped
-
-
-def _reply(frame_id: int, parts: list[bytes]) -> bytes:
-    return b'{"id":%d,"results":[%s]}' % (frame_id, b",".join(parts))
 
 
 def _refusal(data: bytes | str, exc: ValidationError) -> bytes:

@@ -13,8 +13,9 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from agentrl.server.episodes import ApiError, Episode, EpisodeRegistry
-from agentrl.server.wire import ErrorCode, check_finite, dumps
+from agentrl.protocol import ErrorCode, check_finite, dumps
+from agentrl.server.answers import ApiError
+from agentrl.server.episodes import Episode, EpisodeRegistry
 
 SCHEMA: dict[str, Any] = {
     "action": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
@@ -48,6 +49,8 @@ def _error(message: str, code: str) -> str:
 
 def _observation(episode_id: str, text: str, reward: float | None, terminated: bool, truncated: bool,
                  info: dict[str, Any]) -> bytes:
+    """OpenEnv's observation message: a step's fields (or a reset's, with no reward) in the shape
+    OpenEnv's protocol fixes, which has no room for the step's own encoding (`encode_step`)."""
     observation = {"text": text, "terminated": terminated, "truncated": truncated, "info": info,
                    "episode_id": episode_id}
     return dumps({"type": "observation",

@@ -28,9 +28,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from agentrl import __version__
+from agentrl.protocol import CLUSTER_PATH, ClusterMap, ErrorCode, HolderInfo, dumps
 from agentrl.server.app import GuardMiddleware, _error_response
 from agentrl.server.metrics import Metrics
-from agentrl.server.wire import CLUSTER_PATH, ClusterMap, ErrorCode, HolderInfo, dumps
 
 log = logging.getLogger("agentrl.server")
 HEALTH_INTERVAL_S = 0.5

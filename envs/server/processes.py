@@ -20,10 +20,10 @@ import subprocess
 import sys
 from dataclasses import replace
 
+from agentrl.protocol import dumps
 from agentrl.server.config import TOKEN_ENV_VAR, ServerConfig
 from agentrl.server.local import free_port
 from agentrl.server.pool import Holder, HolderPool
-from agentrl.server.wire import dumps
 
 log = logging.getLogger("agentrl.server")
 MAX_RESTARTS = 5

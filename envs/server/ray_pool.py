@@ -8,7 +8,8 @@ Ray finds the holders there as for `--processes`, and talks to them directly. Pl
 and the actors' lifetimes are Ray's: the actors die with the driver, a holder costs `num_cpus` of
 Ray's CPUs (one by default: a server process uses one core), and `SPREAD` places them over the nodes.
 An actor that dies is reported `down` (clients replay its episodes elsewhere); `agentrl cluster add`
-starts new ones.
+starts new ones. With `--ray-sandboxes` every node also runs a sandbox server, which the Bash-v0 and
+Code-v0 episodes of that node's holders use (`agentrl.server.ray_sandboxes`).
 """
 
 from __future__ import annotations
@@ -34,11 +35,15 @@ START_TIMEOUT_S = 180.0
 class HolderActor:
     """One holder: the server app on a free port of this node, in a thread of the actor's process."""
 
-    def __init__(self, config: ServerConfig, log_level: str) -> None:
+    def __init__(self, config: ServerConfig, log_level: str, sandbox_url: str | None = None) -> None:
         import uvicorn
 
         from agentrl.server.local import _uvicorn_config
 
+        if sandbox_url is not None:  # Bash-v0/Code-v0 use this node's sandbox server
+            from agentrl.server.ray_sandboxes import near_env
+
+            config = near_env(config, sandbox_url, config.resolved_token())
         host = config.host if not is_loopback(config.host) else ray.util.get_node_ip_address()
         self.config = replace(config, host=host, port=free_port(host))
         self.config.check()  # a node's non-loopback address needs a token
@@ -57,6 +62,9 @@ class HolderActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
     def stop(self) -> None:
         """Close every episode and stop serving (the actor is killed after)."""
         self.server.should_exit = True
@@ -72,8 +80,11 @@ class _Actor:
 class RayPool(HolderPool):
     """Holders as named Ray actors of the cluster this driver is connected to."""
 
-    def __init__(self, config: ServerConfig, log_level: str = "warning", num_cpus: float = 1.0) -> None:
+    def __init__(self, config: ServerConfig, log_level: str = "warning", num_cpus: float = 1.0,
+                 sandboxes: Any = None, sandbox_url: str | None = None) -> None:
         super().__init__(config.resolved_token())
+        self.sandboxes = sandboxes  # `ray_sandboxes.NodeSandboxes`, or None: envs run their own Docker
+        self.sandbox_url = sandbox_url
         self.config = config
         self.log_level = log_level
         self.num_cpus = num_cpus
@@ -82,6 +93,8 @@ class RayPool(HolderPool):
         self._remote = ray.remote(HolderActor)
 
     async def _launch(self, count: int) -> list[Holder]:
+        if self.sandboxes is not None:  # first a sandbox server on every node, new ones included
+            await asyncio.to_thread(self.sandboxes.ensure)
         actors = []
         for _ in range(count):
             name = f"{self.base_name}-r{self._made}"
@@ -90,7 +103,7 @@ class RayPool(HolderPool):
             handle = self._remote.options(  # type: ignore[attr-defined]
                 name=f"agentrl-holder-{name}", namespace=NAMESPACE, num_cpus=self.num_cpus,
                 scheduling_strategy="SPREAD", max_restarts=0, runtime_env=token_env or None,
-            ).remote(replace(self.config, holder=name), self.log_level)
+            ).remote(replace(self.config, holder=name), self.log_level, self.sandbox_url)
             actors.append((name, handle))
         urls = await asyncio.to_thread(ray.get, [h.url.remote() for _, h in actors], timeout=START_TIMEOUT_S)
         return [Holder(name, url, handle=_Actor(handle))
@@ -117,8 +130,9 @@ class RayPool(HolderPool):
 
 
 def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: float,
-            log_level: str = "warning") -> None:
-    """Serve the cluster's address in the foreground with `holders` actors until SIGINT/SIGTERM."""
+            log_level: str = "warning", sandboxes: bool = False) -> None:
+    """Serve the cluster's address in the foreground with `holders` actors until SIGINT/SIGTERM;
+    with `sandboxes`, one sandbox server per node too (`agentrl.server.ray_sandboxes`)."""
     import uvicorn
 
     from agentrl.server.pool import cluster_app
@@ -127,9 +141,23 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
     # a Ray started here has no dashboard; one joined (`address`) is configured as it was started
     ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False,
              **({} if address else {"include_dashboard": False}))
+    node_sandboxes = None
     try:
-        app = cluster_app(RayPool(config, log_level, num_cpus), holders, config.resolved_token())
+        pool = RayPool(config, log_level, num_cpus)
+        if sandboxes:
+            from agentrl.sandbox_server.discovery import CLUSTER_PATH
+            from agentrl.server.ray_sandboxes import SANDBOX_PATH, NodeSandboxes, add_sandbox_map
+
+            node_sandboxes = pool.sandboxes = NodeSandboxes(config.resolved_token(), config.host,
+                                                            log_level=log_level)
+            host = config.host if config.host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
+            pool.sandbox_url = f"http://{host}:{config.port}{SANDBOX_PATH}{CLUSTER_PATH}"
+        app = cluster_app(pool, holders, config.resolved_token())
+        if node_sandboxes is not None:
+            add_sandbox_map(app, node_sandboxes)
         uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                                       access_log=False)).run()
     finally:
+        if node_sandboxes is not None:
+            node_sandboxes.stop()
         ray.shutdown()

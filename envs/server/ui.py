@@ -28,10 +28,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentrl.core.parsing import CALL_CLOSE, CALL_OPEN
+from agentrl.protocol import dumps
 from agentrl.server.episodes import EpisodeRegistry
 from agentrl.server.ui_render import text_html, tool_forms
 from agentrl.server.watch import find, listing, summary
-from agentrl.server.wire import dumps
 
 UI = "/ui"
 LOGIN = f"{UI}/login"

@@ -16,9 +16,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from agentrl.core import StepResult
+from agentrl.protocol import API_PREFIX, ErrorBody, dumps
 from agentrl.server.episodes import Episode, EpisodeRegistry
 from agentrl.server.transcript import ClosedEpisode
-from agentrl.server.wire import API_PREFIX, ErrorBody, dumps
 
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}

@@ -152,11 +152,11 @@ def _evaluate(node: ast.AST) -> Any:
     raise ValueError("unsupported expression")
 
 
-def calculate(expression: str) -> str:
+def calculate(expression: str, invalid: str = "Error: invalid characters in expression") -> str:
     """Arithmetic over the characters the benchmark allows, rounded to cents; its errors read
     "Error: <what Python says>"."""
     if not all(char in CALCULATOR_CHARACTERS for char in expression):
-        raise ToolError("Error: invalid characters in expression")
+        raise ToolError(invalid)
     try:
         return str(round(float(_evaluate(ast.parse(expression, filename="<string>", mode="eval"))), 2))
     except (SyntaxError, ArithmeticError, ValueError) as exc:
@@ -164,16 +164,62 @@ def calculate(expression: str) -> str:
 
 
 # --- the desk ---------------------------------------------------------------------------------
+# The benchmark's error texts, by situation (τ²-bench's desk words some of them differently).
+MESSAGES = {
+    "user_missing": "Error: user not found",
+    "owner_missing": "Error: '{user_id}'",
+    "reservation_missing": "Error: reservation not found",
+    "details_missing": "Error: user not found",  # sic: the benchmark's text
+    "flight_missing": "Error: flight {number} not found",
+    "flight_date_missing": "Error: flight {number} not found on date {date}",
+    "flight_unavailable": "Error: flight {number} not available on date {date}",
+    "no_seats": "Error: not enough seats on flight {number}",
+    "method_missing": "Error: payment method {payment_id} not found",
+    "balance_short": "Error: not enough balance in payment method {payment_id}",
+    "total_mismatch": "Error: payment amount does not add up, total price is {total}, but paid {paid}",
+    "update_method_missing": "Error: payment method not found",
+    "certificate_update": "Error: certificate cannot be used to update reservation",
+    "gift_short": "Error: gift card balance is not enough",
+    "passenger_count": "Error: number of passengers does not match",
+    "invalid_expression": "Error: invalid characters in expression",
+}
+
+
 class Desk:
     """The airline tools over one session. Each method returns the text the benchmark's tool
     returns, or raises `ToolError` with its error text; `touched` collects the (table, id) of the
-    users and reservations changed since last taken (a step's state change)."""
+    users and reservations changed since last taken (a step's state change).
+
+    `messages`, `takes_seats` (a booking takes its seats off the flights) and `updates_cabin`
+    (changing flights sets the reservation's cabin) are what τ²-bench's desk changes
+    (`tau2_desk.Tau2Desk`)."""
+
+    messages: dict[str, str] = MESSAGES
+    takes_seats = False
+    updates_cabin = False
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.touched: set[tuple[str, str]] = set()
 
     # helpers
+    def _error(self, situation: str, **fields: Any) -> ToolError:
+        return ToolError(self.messages[situation].format(**fields))
+
+    def _booking_id(self) -> str:
+        """The next booking's id: the first of BOOKING_IDS not taken; a fourth booking reuses the
+        third id (and overwrites that booking, as the benchmark's does)."""
+        taken = set(self.session.scalars(select(m.Reservation.reservation_id)
+                                         .where(m.Reservation.reservation_id.in_(BOOKING_IDS))))
+        return next((i for i in BOOKING_IDS if i not in taken), BOOKING_IDS[-1])
+
+    def _payment_amount(self, amount: Any) -> Any:
+        """A booking's payment amount as the benchmark stores it (as given here)."""
+        return amount
+
+    def _user_text(self, user: m.User) -> str:
+        return json.dumps(user_json(self.session, user))
+
     def _user(self, user_id: str) -> m.User | None:
         return self.session.get(m.User, user_id)
 
@@ -189,14 +235,14 @@ class Desk:
         """A flight bookable on a day for `wanted` passengers, or the benchmark's error."""
         flight = self.session.get(m.Flight, number)
         if flight is None:
-            raise ToolError(f"Error: flight {number} not found")
+            raise self._error("flight_missing", number=number)
         state = self.session.get(m.FlightDate, (number, day))
         if state is None:
-            raise ToolError(f"Error: flight {number} not found on date {day}")
+            raise self._error("flight_date_missing", number=number, date=day)
         if state.status != "available":
-            raise ToolError(f"Error: flight {number} not available on date {day}")
+            raise self._error("flight_unavailable", number=number, date=day)
         if getattr(state, f"seats_{cabin}") < wanted:
-            raise ToolError(f"Error: not enough seats on flight {number}")
+            raise self._error("no_seats", number=number)
         return flight, state
 
     def _add_payment(self, reservation_id: str, payment_id: str, amount: Any) -> None:
@@ -212,41 +258,45 @@ class Desk:
     def book_reservation(self, a: BookReservationArgs) -> str:
         user = self._user(a.user_id)
         if user is None:
-            raise ToolError("Error: user not found")
-        taken = set(self.session.scalars(select(m.Reservation.reservation_id)
-                                         .where(m.Reservation.reservation_id.in_(BOOKING_IDS))))
-        reservation_id = next((i for i in BOOKING_IDS if i not in taken), BOOKING_IDS[-1])
-        legs, total = [], 0
+            raise self._error("user_missing", user_id=a.user_id)
+        payments = [(part.payment_id, self._payment_amount(part.amount)) for part in a.payment_methods]
+        reservation_id = self._booking_id()
+        legs, total, dated = [], 0, []
         for ref in a.flights:
             flight, state = self._flight_on(ref.flight_number, ref.date, len(a.passengers), a.cabin)
             price = getattr(state, f"price_{a.cabin}")
             legs.append({"origin": flight.origin, "destination": flight.destination,
                          "flight_number": ref.flight_number, "date": ref.date, "price": price})
             total += price * len(a.passengers)
+            dated.append(state)
         if a.insurance == "yes":
             total += INSURANCE_PER_PASSENGER * len(a.passengers)
         total += BAG_FEE * a.nonfree_baggages
         methods = self._methods(a.user_id)
-        for part in a.payment_methods:
-            method = methods.get(part.payment_id)
+        for payment_id, amount in payments:
+            method = methods.get(payment_id)
             if method is None:
-                raise ToolError(f"Error: payment method {part.payment_id} not found")
-            if method.source in ("gift_card", "certificate") and method.amount < part.amount:
-                raise ToolError(f"Error: not enough balance in payment method {part.payment_id}")
-        paid = sum(part.amount for part in a.payment_methods)
+                raise self._error("method_missing", payment_id=payment_id)
+            if method.source in ("gift_card", "certificate") and method.amount < amount:
+                raise self._error("balance_short", payment_id=payment_id)
+        paid = sum(amount for _, amount in payments)
         if paid != total:
-            raise ToolError(f"Error: payment amount does not add up, total price is {total}, but paid {paid}")
-        for part in a.payment_methods:
-            method = methods[part.payment_id]
+            raise self._error("total_mismatch", total=total, paid=paid)
+        for payment_id, amount in payments:
+            method = methods[payment_id]
             if method.source == "gift_card":
-                method.amount -= part.amount
+                method.amount -= amount
             elif method.source == "certificate":
                 self.session.delete(method)
+        if self.takes_seats:
+            for state in dated:
+                column = f"seats_{a.cabin}"
+                setattr(state, column, getattr(state, column) - len(a.passengers))
         document = {
             "user_id": a.user_id, "origin": a.origin, "destination": a.destination,
             "flight_type": a.flight_type, "cabin": a.cabin, "flights": legs,
             "passengers": [p.model_dump() for p in a.passengers],
-            "payment_history": [p.model_dump() for p in a.payment_methods],
+            "payment_history": [{"payment_id": pid, "amount": amount} for pid, amount in payments],
             "created_at": BOOKED_AT, "total_baggages": a.total_baggages,
             "nonfree_baggages": a.nonfree_baggages, "insurance": a.insurance,
         }
@@ -269,12 +319,12 @@ class Desk:
         return self._reservation_text(reservation)
 
     def calculate(self, a: ExpressionArgs) -> str:
-        return calculate(a.expression)
+        return calculate(a.expression, self.messages["invalid_expression"])
 
     def cancel_reservation(self, a: ReservationArgs) -> str:
         reservation = self.session.get(m.Reservation, a.reservation_id)
         if reservation is None:
-            raise ToolError("Error: reservation not found")
+            raise self._error("reservation_missing", reservation_id=a.reservation_id)
         payments = list(self.session.scalars(select(m.Payment)
                                              .where(m.Payment.reservation_id == a.reservation_id)
                                              .order_by(m.Payment.position)))
@@ -288,15 +338,15 @@ class Desk:
     def get_reservation_details(self, a: ReservationArgs) -> str:
         reservation = self.session.get(m.Reservation, a.reservation_id)
         if reservation is None:
-            raise ToolError("Error: user not found")  # sic: the benchmark's text
+            raise self._error("details_missing", reservation_id=a.reservation_id)
         return self._reservation_text(reservation)
 
     def get_user_details(self, a: UserArgs) -> str:
         user = self._user(a.user_id)
         if user is None:
-            raise ToolError("Error: user not found")
+            raise self._error("user_missing", user_id=a.user_id)
         self.session.flush()
-        return json.dumps(user_json(self.session, user))
+        return self._user_text(user)
 
     def list_all_airports(self) -> str:
         return json.dumps(AIRPORTS)
@@ -351,7 +401,7 @@ class Desk:
 
     def send_certificate(self, a: CertificateArgs) -> str:
         if self._user(a.user_id) is None:
-            raise ToolError("Error: user not found")
+            raise self._error("user_missing", user_id=a.user_id)
         methods = self._methods(a.user_id)
         for payment_id in CERTIFICATE_IDS:
             if payment_id not in methods:
@@ -372,20 +422,20 @@ class Desk:
     def _payable(self, reservation: m.Reservation, payment_id: str, price: Any) -> m.PaymentMethod:
         user = self._user(reservation.user_id)
         if user is None:
-            raise ToolError(f"Error: '{reservation.user_id}'")
+            raise self._error("owner_missing", user_id=reservation.user_id)
         method = self._methods(reservation.user_id).get(payment_id)
         if method is None:
-            raise ToolError("Error: payment method not found")
+            raise self._error("update_method_missing")
         if method.source == "certificate":
-            raise ToolError("Error: certificate cannot be used to update reservation")
+            raise self._error("certificate_update")
         if method.source == "gift_card" and method.amount < price:
-            raise ToolError("Error: gift card balance is not enough")
+            raise self._error("gift_short")
         return method
 
     def update_reservation_baggages(self, a: BaggageArgs) -> str:
         reservation = self.session.get(m.Reservation, a.reservation_id)
         if reservation is None:
-            raise ToolError("Error: reservation not found")
+            raise self._error("reservation_missing", reservation_id=a.reservation_id)
         price = BAG_FEE * max(0, a.nonfree_baggages - reservation.nonfree_baggages)
         method = self._payable(reservation, a.payment_id, price)
         reservation.total_baggages = a.total_baggages
@@ -401,7 +451,7 @@ class Desk:
     def update_reservation_flights(self, a: UpdateFlightsArgs) -> str:
         reservation = self.session.get(m.Reservation, a.reservation_id)
         if reservation is None:
-            raise ToolError("Error: reservation not found")
+            raise self._error("reservation_missing", reservation_id=a.reservation_id)
         old = list(self.session.scalars(select(m.ReservationFlight)
                                         .where(m.ReservationFlight.reservation_id == a.reservation_id)
                                         .order_by(m.ReservationFlight.position)))
@@ -431,17 +481,19 @@ class Desk:
                              for pos, leg in enumerate(legs))
         if total != 0:
             self._add_payment(a.reservation_id, a.payment_id, total)
+        if self.updates_cabin:
+            reservation.cabin = a.cabin
         self.touched.add(("reservations", a.reservation_id))
         return self._reservation_text(reservation)
 
     def update_reservation_passengers(self, a: UpdatePassengersArgs) -> str:
         reservation = self.session.get(m.Reservation, a.reservation_id)
         if reservation is None:
-            raise ToolError("Error: reservation not found")
+            raise self._error("reservation_missing", reservation_id=a.reservation_id)
         old = list(self.session.scalars(select(m.ReservationPassenger)
                                         .where(m.ReservationPassenger.reservation_id == a.reservation_id)))
         if len(a.passengers) != len(old):
-            raise ToolError("Error: number of passengers does not match")
+            raise self._error("passenger_count")
         for row in old:
             self.session.delete(row)
         self.session.flush()

@@ -10,9 +10,10 @@ from typing import Any
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
+from agentrl.core.tools import Tool
 from agentrl.core.trajectory import call_record
 from agentrl.tau_airline import desk as d
-from agentrl.tau_airline.data import AirlineData, Task, load
+from agentrl.tau_airline.data import TAU2_BENCH, AirlineData, Task, load
 from agentrl.tau_airline.database import (
     EpisodeDatabase,
     reservation_json,
@@ -21,6 +22,8 @@ from agentrl.tau_airline.database import (
     user_json,
 )
 from agentrl.tau_airline.models import Reservation, User
+from agentrl.tau_airline.tau2_desk import TOOLS as TAU2_TOOLS
+from agentrl.tau_airline.tau2_desk import Tau2Desk
 from agentrl.tau_airline.users import DEFAULT_GUIDELINES, STOP, LLMUser, ScriptedUser
 
 RESPOND = "respond"
@@ -35,6 +38,18 @@ REFUSAL_PHRASES = (
 _REFUSAL = re.compile("|".join(rf"\b{re.escape(p)}(?!\w)" for p in REFUSAL_PHRASES), re.IGNORECASE)
 
 
+def new_desk(data: AirlineData, session: Any) -> d.Desk:
+    """The desk of the data's benchmark: τ-bench's tools, or τ²-bench's."""
+    return Tau2Desk(session) if data.layout == TAU2_BENCH else d.Desk(session)
+
+
+def layout_tools(layout: str) -> tuple[str, ...]:
+    """The tools an episode offers: τ-bench's 14, or τ²-bench's (no `think`, `get_flight_status`)."""
+    if layout == TAU2_BENCH:
+        return TAU2_TOOLS
+    return tuple(name for name in TauAirlineEnv.tools if name != "get_flight_status")
+
+
 def gold_state(data: AirlineData, task: Task) -> str:
     """The database as the task's gold actions leave it (tool calls only; the transfer ends a
     conversation and changes nothing), built once per task like the benchmark's reference run."""
@@ -44,10 +59,11 @@ def gold_state(data: AirlineData, task: Task) -> str:
             return data.cache[key]
     db = EpisodeDatabase(template_image(data))
     try:
-        desk = d.Desk(db.session)
+        desk = new_desk(data, db.session)
+        offered = layout_tools(data.layout)
         for action in task.actions:
             spec = TauAirlineEnv.tools.get(action.name)
-            if action.name in (RESPOND, TRANSFER) or spec is None:
+            if action.name in (RESPOND, TRANSFER) or spec is None or action.name not in offered:
                 continue
             try:
                 method = getattr(desk, action.name)
@@ -97,9 +113,11 @@ class TauAirlineEnv(ToolEnv):
 
     ## Data
     `data_dir` is τ-bench's airline folder (`tau_bench/envs/airline` of a tau-bench checkout): its
-    users, flights and reservations JSON, the policy `wiki.md` and the task list `tasks_<split>.py`.
-    Nothing is downloaded. The documents are loaded once per process into a SQLite template; each
-    episode works on its own page copy of it.
+    users, flights and reservations JSON, the policy `wiki.md` and the task list `tasks_<split>.py`;
+    or τ²-bench's (`data/tau2/domains/airline` of a tau2-bench checkout), recognised by its database
+    file `db.json` (or `db.toml`), with `policy.md`, `tasks.json` and `split_tasks.json` (`split`
+    names one of its splits). Nothing is downloaded. The documents are loaded once per process into
+    a SQLite template; each episode works on its own page copy of it.
 
     ## Episode
     `reset(options={"task_index": i})` picks a task (default: drawn from the seed). The first
@@ -111,7 +129,8 @@ class TauAirlineEnv(ToolEnv):
     (default 30) truncates with reward 0, as the benchmark's step limit does.
 
     ## Tools
-    The benchmark's 14 airline tools, same arguments and results (see `desk.py` for its quirks).
+    The benchmark's airline tools, same arguments and results: τ-bench's 14 (see `desk.py` for its
+    quirks), or τ²-bench's 14 with its data (no `think`, `get_flight_status`; see `tau2_desk.py`).
 
     ## Customer
     `user="scripted"`: replays `user_turns` (or `options["user_turns"]`; default: the task's
@@ -123,8 +142,10 @@ class TauAirlineEnv(ToolEnv):
     ## Reward
     At the end, as the benchmark computes it: 1 if the database equals the one the task's gold
     actions produce and every required output was said to the customer (case-insensitive, commas
-    ignored), else 0. With `strict_refusals=True`, a task whose gold leaves the database unchanged
-    and asks for no output (a refusal or hand-off task) also needs the refusal stated: a hand-off
+    ignored), else 0. A τ²-bench task counts the parts its `reward_basis` names (DB, COMMUNICATE,
+    and ACTION: every gold action matched by one of the agent's calls on its `compare_args`).
+    With `strict_refusals=True`, a task whose gold leaves the database unchanged and asks for no
+    output (a refusal or hand-off task) also needs the refusal stated: a hand-off
     (`transfer_to_human_agents`, required when the gold has one) or a message with a refusal phrase
     (`REFUSAL_PHRASES`). Without it, an agent that only stalls earns 1 on such tasks, as in the
     benchmark.
@@ -132,7 +153,7 @@ class TauAirlineEnv(ToolEnv):
 
     default_max_turns = 30
     fork_by_copy = True
-    fork_shared = frozenset({"data", "task", "_db", "desk"})
+    fork_shared = frozenset({"data", "task", "_db", "desk", "tools", "_specs"})
     operator_kwargs = frozenset({"data_dir", "user_base_url", "user_api_key"})
 
     def __init__(
@@ -164,6 +185,24 @@ class TauAirlineEnv(ToolEnv):
         self.user_temperature, self.user_seed = user_temperature, user_seed
         self.strict_refusals = strict_refusals
         self._db: EpisodeDatabase | None = None
+        layout = self.data.layout if self.data is not None else "tau-bench"
+        # the tools this data's benchmark offers (the class lists both benchmarks' tools)
+        self.tools: dict[str, Tool] = {name: type(self).tools[name] for name in layout_tools(layout)}
+        self._specs = self._layout_specs(layout)
+
+    @classmethod
+    def _layout_specs(cls, layout: str) -> list[dict[str, Any]]:
+        """The tool specs of a layout, built once per class and layout (read-only, like `tool_specs`)."""
+        cache = cls.__dict__.get("_specs_by_layout")
+        if cache is None:
+            cache = cls._specs_by_layout = {}
+        if layout not in cache:
+            names = layout_tools(layout)
+            cache[layout] = [spec for spec in cls.tool_specs() if spec["function"]["name"] in names]
+        return cache[layout]
+
+    def _trace_tools(self) -> list[dict[str, Any]]:
+        return self._specs
 
     # --- episode ------------------------------------------------------------------------------
     def _make_user(self, options: dict[str, Any]) -> ScriptedUser | LLMUser:
@@ -192,8 +231,9 @@ class TauAirlineEnv(ToolEnv):
         if self._db is not None:
             self._db.close()
         self._db = EpisodeDatabase(template_image(self.data))
-        self.desk = d.Desk(self._db.session)
+        self.desk = new_desk(self.data, self._db.session)
         self.user = self._make_user(options)
+        self.agent_calls: list[tuple[str, Any]] = []
         self.said: list[str] = []
         self._changed: dict[str, dict[str, Any]] = {}  # every row changed so far, as it is now
         self.transferred = False
@@ -204,6 +244,8 @@ class TauAirlineEnv(ToolEnv):
             "the customer's reply comes back as the next message."
         )
         info = {"task_id": f"{self.data.split}/{index}", "task_index": index, "user": self.user.settings()}
+        if self.task.task_id is not None:
+            info["benchmark_task_id"] = self.task.task_id
         return text, info
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -213,7 +255,9 @@ class TauAirlineEnv(ToolEnv):
 
     def _act(self, action: str) -> StepResult:
         if parse_tool_calls(action, self.max_calls_per_turn):
-            return super()._act(action)
+            result = super()._act(action)
+            self.agent_calls += [(c["name"], c["arguments"]) for c in self._step_calls if c.get("name")]
+            return result
         message = action.strip()
         if not message:
             return StepResult("Empty message: write a message to the customer, or tool calls.", 0.0, False,
@@ -241,7 +285,14 @@ class TauAirlineEnv(ToolEnv):
         flat = [m.lower().replace(",", "") for m in self.said]
         outputs = {o: any(o.lower() in m for m in flat) for o in self.task.outputs}
         info: dict[str, Any] = {"r_actions": state == gold, "outputs": outputs}
-        reward = float(info["r_actions"] and all(outputs.values()))
+        basis = self.task.reward_basis
+        reward = float((info["r_actions"] or "DB" not in basis)
+                       and (all(outputs.values()) or "COMMUNICATE" not in basis))
+        if "ACTION" in basis:
+            matched = [any(self._matches(action, name, args) for name, args in self.agent_calls)
+                       for action in self.task.actions]
+            info["actions_matched"] = matched
+            reward *= float(all(matched))
         if self.strict_refusals and not self.task.outputs and gold == initial_state(self.data):
             needs_transfer = any(a.name == TRANSFER for a in self.task.actions)
             stated = self.transferred or (not needs_transfer and any(_REFUSAL.search(m) for m in self.said))
@@ -249,6 +300,16 @@ class TauAirlineEnv(ToolEnv):
             reward *= float(stated)
         self.reward_info = info
         return reward
+
+    @staticmethod
+    def _matches(action: Any, name: str, arguments: Any) -> bool:
+        """τ²-bench's `Action.compare_with_tool_call`: the same tool, and equal values for the
+        action's `compare_args` (all the call's arguments when None)."""
+        if action.name != name or not isinstance(arguments, dict):
+            return False
+        keys = arguments.keys() if action.compare_args is None else action.compare_args
+        return ({k: v for k, v in arguments.items() if k in keys}
+                == {k: v for k, v in action.kwargs.items() if k in keys})
 
     def _state_change(self) -> dict[str, Any] | None:
         if not self.desk.touched:
@@ -274,7 +335,7 @@ class TauAirlineEnv(ToolEnv):
 
     def _fork_resources(self, child: TauAirlineEnv) -> None:
         child._db = self._db.copy()
-        child.desk = d.Desk(child._db.session)
+        child.desk = new_desk(self.data, child._db.session)
         child.desk.touched = set(self.desk.touched)
 
     def close(self) -> None:
@@ -295,6 +356,10 @@ class TauAirlineEnv(ToolEnv):
     @tool("Cancel the whole reservation.")
     def cancel_reservation(self, args: d.ReservationArgs) -> str:
         return self.desk.cancel_reservation(args)
+
+    @tool("Get the status of a flight on a date.")
+    def get_flight_status(self, args: d.FlightRef) -> str:
+        return self.desk.get_flight_status(args)
 
     @tool("Get the details of a reservation.")
     def get_reservation_details(self, args: d.ReservationArgs) -> str:

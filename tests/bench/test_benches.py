@@ -17,7 +17,7 @@ from support import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
-NEEDS_DOCKER = {"sandbox.py", "code_envs.py"}
+NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py"}
 
 
 def docker_running() -> bool:

@@ -31,7 +31,7 @@ class ServedCluster:
     it as Ctrl-C would."""
 
     def __init__(self, kind: str = "processes", holders: int = 2,
-                 envs: tuple[str, ...] = (ECHO, FLIGHTS)) -> None:
+                 envs: tuple[str, ...] = (ECHO, FLIGHTS), extra: tuple[str, ...] = ()) -> None:
         self.kind = kind
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -42,6 +42,7 @@ class ServedCluster:
             args += ["--ray", "--ray-cpus", "0.5"]
         for env_id in envs:
             args += ["--env", env_id]
+        args += list(extra)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **RAY_ENV})
 
@@ -171,3 +172,75 @@ def need_ray() -> None:
         import ray  # noqa: F401
     except ImportError:
         unavailable("ray is not installed (pip install agentrl-gym[cluster])")
+
+
+def need_docker() -> None:
+    """Skip where no Docker engine or sandbox image is at hand; fail under CI."""
+    from agentrl.sandbox_server import DockerBackend, DockerUnavailable
+
+    try:
+        DockerBackend(pool_size=0).close()
+    except DockerUnavailable as exc:
+        unavailable(str(exc).splitlines()[0])
+
+
+class ServedSandboxes:
+    """`agentrl sandbox serve --processes N` in a child process on a free loopback port."""
+
+    def __init__(self, processes: int = 2, pool_size: int = 1, token: str | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        env = {k: v for k, v in os.environ.items() if k != "AGENTRL_SANDBOX_TOKEN"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentrl", "sandbox", "serve", "--processes", str(processes),
+             "--port", str(self.port), "--pool-size", str(pool_size), *(["--token", token] if token else [])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+    def holders(self) -> list[dict[str, Any]]:
+        return httpx.get(f"{self.url}/v1/cluster", timeout=10, headers=self.headers).json()["holders"]
+
+    def wait_up(self, count: int, timeout_s: float = START_TIMEOUT_S) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        holders: Any = None
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"the sandbox servers exited: {self.proc.stderr.read()[-2000:]}"
+            try:
+                holders = self.holders()
+            except httpx.HTTPError:
+                holders = None
+            if holders and sum(h["state"] == "up" for h in holders) >= count:
+                return holders
+            time.sleep(0.1)
+        raise AssertionError(f"{count} sandbox servers not up in {timeout_s} s: {holders}")
+
+    def kill_holder(self, holder: str) -> None:
+        """SIGKILL the sandbox server `holder`, returning once its port refuses connections."""
+        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
+        kill_listener(url, keep=(self.proc.pid,))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def kill_listener(url: str, keep: tuple[int, ...] = ()) -> None:
+    """SIGKILL every process listening on `url`'s port (but `keep` and this one); returns once the
+    port refuses connections."""
+    port = int(url.rsplit(":", 1)[1])
+    for pid in pids_listening_on(port):
+        if pid not in (*keep, os.getpid()):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{url} still accepts connections 10 s after SIGKILL")

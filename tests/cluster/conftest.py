@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import ServedCluster, need_ray
+from cluster_helpers import RAY_ENV, ServedCluster, need_ray
+
+os.environ.update(RAY_ENV)  # before anything here imports Ray, which reads it once (tests/run sets it too)
 
 
 @pytest.fixture(scope="module", params=["processes", "ray"])

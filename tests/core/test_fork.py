@@ -160,3 +160,35 @@ def test_a_failed_reset_leaves_no_episode_to_step_or_fork():
         env.step("roll")
     with pytest.raises(EpisodeOverError):
         env.fork()
+
+
+class TextSeenEnv(TextEnv):
+    """Says how it saw each action: text or not, and whether the text was valid UTF-8."""
+
+    fork_by_copy = False
+
+    def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.seen: list[str] = []
+        return "go", {}
+
+    def _act(self, action: str) -> StepResult:
+        try:
+            action.encode("utf-8")
+            self.seen.append("text")
+        except UnicodeEncodeError:
+            self.seen.append("not utf-8")
+        return StepResult(" ".join(self.seen), 0.0, False, False)
+
+
+def test_a_replay_feeds_the_fork_each_action_as_the_env_received_it_not_as_recorded():
+    env = TextSeenEnv()
+    env.reset(seed=1)
+    env.step(12345)  # not text: refused, and recorded as its repr
+    env.step("a \ud800 b")  # a lone surrogate: recorded made safe
+    env.step("plain")
+    record = env.trajectory()
+    first, second = record["steps"][0]["action"], record["steps"][1]["action"]
+    assert first == "12345" and "\ud800" not in second
+    (fork,) = env.fork()
+    assert fork.fork_divergence == [] and fork.seen == env.seen == ["not utf-8", "text"]
+    assert fork.trajectory() == record and "received" not in json.dumps(record)

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 import agentrl  # noqa: F401  (registers the ids)
+from agentrl.flights.asking import AskFirst
 from agentrl.flights.geography import AIRPORT_CITY
 from agentrl.flights.oracle import (
     OraclePolicy,
@@ -525,6 +526,10 @@ def _stranger_card(env: Any) -> str:
     return next(pm["id"] for pm in env.world.rows["payment_methods"] if pm["passenger_id"] not in travelling)
 
 
+def _asking(make: Callable[[Any], Policy], env: Any) -> Policy:
+    return AskFirst(make(env))
+
+
 def hacks(
     n_train: int, seeds: list[int] | range = range(TEST_BASE, TEST_BASE + 40)
 ) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
@@ -562,9 +567,13 @@ def measure(
     split: str = "test",
     stochastic: bool = False,
     only: set[str] | None = None,
+    customer: bool = False,
 ) -> dict[str, Any]:
     """Success rate of every hack (or those named in `only`) per family on seeds base..base+n-1 of
-    `split`, static or in the moving world, with base rates (from the oracle's episodes)."""
+    `split`, static or in the moving world, with base rates (from the oracle's episodes).
+
+    `customer`: with the deterministic customer (`user="deterministic"`), each hack first asks it for
+    the whole request (`AskFirst`), then plays as it would have on the whole request."""
     base = TEST_BASE if split == "test" else TRAIN_BASE
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
@@ -575,6 +584,9 @@ def measure(
         if only is not None and name not in only | {"oracle"}:
             continue
         started = time.perf_counter()
+        if customer:
+            kwargs = {**kwargs, "user": "deterministic"}
+            make = functools.partial(_asking, make)
         env = gym.make("agentrl/Flights-v0", split=split, stochastic=stochastic, **kwargs).unwrapped
         scores[name], policies[name] = {}, []
         for family in FAMILIES:

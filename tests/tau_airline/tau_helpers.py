@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).parent / "data"
+DATA_TAU2 = Path(__file__).parent / "data_tau2"  # the same invented domain in τ²-bench's layout
 TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
 
 

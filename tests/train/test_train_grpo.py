@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agentrl.agent_train.evaluate import pass_at_k
-from agentrl.agent_train.grpo import group_advantages, grpo_loss, token_logprobs
+from agentrl.agent_train.grpo import group_advantages, grpo_loss, step_loss, token_logprobs
 
 
 def leaf(values):
@@ -185,3 +185,23 @@ def test_the_baseline_ignores_episodes_excluded_from_training():
     # a group left with one valid episode has no baseline: advantage 0, skipped
     adv, keep = group_advantages(rewards, "std", valid=torch.tensor([[True, False, False, False]]))
     assert not keep.any() and torch.equal(adv, torch.zeros_like(adv))
+
+
+@pytest.mark.parametrize("aggregation", ["seq-mean", "token-mean", "constant"])
+def test_micro_batch_losses_add_up_to_the_step_loss(aggregation):
+    torch.manual_seed(0)
+    logp, old = torch.randn(6, 9) * 0.1, torch.randn(6, 9) * 0.1
+    mask = (torch.rand(6, 9) > 0.4).float()
+    mask[4] = 0.0  # a sequence with nothing trained
+    adv = torch.randn(6)
+    whole = {"aggregation": "constant", "normaliser": 6 * 9.0} if aggregation == "constant" else {
+        "aggregation": aggregation}
+    expected, _ = grpo_loss(logp, old, adv, mask, **whole)
+    parts = [
+        step_loss(logp[s], old[s], adv[s], mask[s], aggregation=aggregation, step_mask=mask,
+                  max_new_tokens=9)[0]
+        for s in (slice(0, 2), slice(2, 5), slice(5, 6))
+    ]
+    assert float(sum(parts)) == pytest.approx(float(expected), rel=1e-6)
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        step_loss(logp, old, adv, mask, aggregation="sum", step_mask=mask, max_new_tokens=9)

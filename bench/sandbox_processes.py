@@ -1,0 +1,161 @@
+"""Benchmark of the sandbox server on more than one core: one process against two, in one run.
+
+    .venv/bin/python bench/sandbox_processes.py            # full run (~3 minutes on a quiet two-core machine)
+    .venv/bin/python bench/sandbox_processes.py --quick    # short run (~1 minute), 1 and 8 sandboxes
+
+Measures execs/s (`echo` in each sandbox's persistent shell, back to back) at 1, 8 and 32 live
+sandboxes on one `agentrl sandbox serve` process (the baseline) and on `agentrl sandbox serve
+--processes 2`, with the ratio; and the exec latency (median, p99) at 1 sandbox on each. The load
+comes from client processes on the same cores, as rollout workers on the machine would run them
+(one per core, each an asyncio loop over its share of the sandboxes, through `AsyncSandboxClient`
+for the one server and `AsyncSandboxCluster` for the two, which sends each call straight to its
+sandbox's server). Each row records the load average. Loopback only; needs a Docker engine and the
+sandbox image (`bash docker/engine.sh`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from agentrl.sandbox_server.discovery import cpu_count
+from agentrl.sandbox_server.processes import free_port
+
+START_TIMEOUT_S = 300.0
+
+
+@contextmanager
+def served(processes: int, max_sandboxes: int):
+    """`agentrl sandbox serve` (one process) or `--processes N` on a free loopback port; yields its URL."""
+    port = free_port("127.0.0.1")
+    args = [sys.executable, "-m", "agentrl", "sandbox", "serve", "--port", str(port), "--pool-size", "2",
+            "--max-sandboxes", str(max_sandboxes)]
+    if processes > 1:
+        args += ["--processes", str(processes)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the sandbox server did not start: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                if processes == 1:
+                    ready = httpx.get(f"{url}/health", timeout=5).status_code == 200
+                else:
+                    holders = httpx.get(f"{url}/v1/cluster", timeout=5).json()["holders"]
+                    ready = all(h["state"] == "up" for h in holders)
+                if ready:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any,
+                 go: Any) -> dict[str, Any]:
+    """One client process: `sandboxes` sandboxes, each execing back to back for `seconds`."""
+    from agentrl.sandbox_server import AsyncSandboxClient, AsyncSandboxCluster
+
+    client: Any = AsyncSandboxCluster(url) if cluster else AsyncSandboxClient(url)
+    made = await asyncio.gather(*(client.create() for _ in range(sandboxes)))
+    await asyncio.gather(*(s.exec("true") for s in made))  # each shell started before the window
+    ready.wait()
+    go.wait()
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def loop(sandbox: Any) -> None:
+        while time.perf_counter() < stop_at:
+            began = time.perf_counter()
+            result = await sandbox.exec("echo hi")
+            latencies.append(time.perf_counter() - began)
+            assert result.stdout == "hi\n", result
+
+    began = time.perf_counter()
+    await asyncio.gather(*(loop(s) for s in made))
+    elapsed = time.perf_counter() - began
+    await asyncio.gather(*(s.aclose() for s in made))
+    await client.aclose()
+    return {"execs": len(latencies), "elapsed": elapsed, "latencies": latencies}
+
+
+def _client(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any, go: Any, out: Any) -> None:
+    out.put(asyncio.run(_drive(url, cluster, sandboxes, seconds, ready, go)))
+
+
+def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float) -> tuple[float, list[float]]:
+    """Execs/s of `sandboxes` sandboxes driven by up to one client process per core, and the
+    latencies (s) of every exec."""
+    ctx = multiprocessing.get_context("spawn")
+    clients = max(1, min(sandboxes, cpu_count()))
+    shares = [sandboxes // clients + (i < sandboxes % clients) for i in range(clients)]
+    ready, go, out = ctx.Barrier(clients + 1), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_client, args=(url, cluster, n, seconds, ready, go, out)) for n in shares]
+    for p in procs:
+        p.start()
+    ready.wait(timeout=START_TIMEOUT_S)  # every sandbox made and its shell started
+    go.set()
+    got = [out.get(timeout=START_TIMEOUT_S + seconds) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    rate = sum(g["execs"] / g["elapsed"] for g in got)
+    return rate, [x for g in got for x in g["latencies"]]
+
+
+def p99(xs: list[float]) -> float:
+    return sorted(xs)[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 and 8 sandboxes, short windows")
+    parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
+    args = parser.parse_args()
+    seconds = args.seconds or (1.5 if args.quick else 8.0)
+    sizes = (1, 8) if args.quick else (1, 8, 32)
+    console = Console()
+    console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+                  f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
+    table = Table(title="sandbox execs/s (echo in the session shell); latencies: 1 process / 2 processes"
+                  + (" (--quick)" if args.quick else ""))
+    for col in ("sandboxes", "1 process", "2 processes", "x vs 1", "p50 ms", "p99 ms", "load avg"):
+        table.add_column(col, justify="right")
+    with ExitStack() as stack:  # both up at once: each row measures one then the other, back to back
+        urls = {n: stack.enter_context(served(n, max(sizes) + 8)) for n in (1, 2)}
+        for size in sizes:
+            one, lat_one = execs_per_s(urls[1], False, size, seconds)
+            two, lat_two = execs_per_s(urls[2], True, size, seconds)
+            row = [str(size), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}",
+                   f"{statistics.median(lat_one) * 1e3:.2f} / {statistics.median(lat_two) * 1e3:.2f}",
+                   f"{p99(lat_one) * 1e3:.2f} / {p99(lat_two) * 1e3:.2f}", f"{os.getloadavg()[0]:.1f}"]
+            table.add_row(*row)
+            console.print(" | ".join(row))
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""Flights-v0's deterministic customer: a request given piece by piece, only when asked.
+
+With `user="deterministic"` the first observation carries only the customer's opening message:
+what they want done (book, cancel and rebook, or move a booking), on which route, and which flight
+("the cheapest", "the earliest"). Everything else comes only when the agent asks for it: a message
+with no tool call goes to the customer, whose reply is the next observation. The customer finds
+what was asked for by keyword rules, each a set of word stems matched at the start of a word,
+case-insensitively, anywhere in the message (`RULES`):
+
+| fact | stems | reply |
+|---|---|---|
+| booking | booking, reservation, pnr, confirmation, reference | the booking code (or: none) |
+| date | date, day, when | the travel date |
+| cabin | cabin, class, economy, business | the cabin |
+| passengers | passenger, traveler, traveller, who (whole word), name, people, person, how many | names, ids |
+| payment | pay, card, charge, method, bill | the payment method (or: the booking's own) |
+| time | time, depart, leav, hour, morning, afternoon, evening | the departure window (or: any time) |
+| budget | budget, price, cost, spend, afford, max | the most per person (or: no limit) |
+| seat | seat, window, aisle | the seat position (or: no preference) |
+| constraints | constraint, requirement, preference, restriction | time, budget and seat together |
+
+A message that matches several facts gets them all, one sentence each, in the order of the table; a
+message that matches none gets `UNKNOWN_REPLY`. The replies depend on the task and the message only:
+the same question gets the same answer at any turn, and the same seed gives the same conversation.
+The customer's state (the turns so far) is plain data, so a fork deep-copies it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.core.results import StepResult
+from agentrl.core.trajectory import call_record
+from agentrl.flights.text import airport
+
+UNKNOWN_REPLY = "Sorry, I don't know what you mean. What do you need to know from me?"
+EMPTY_REPLY = "Empty message: write your question to the customer, or tool calls."
+# the keyword rules, in the order answers are given (see the module's docstring)
+RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("booking", ("booking", "reservation", "pnr", "confirmation", "reference")),
+    ("date", ("date", "day", "when")),
+    ("cabin", ("cabin", "class", "economy", "business")),
+    ("passengers", ("passenger", "traveler", "traveller", r"who\b", "name", "people", "person", "how many")),
+    ("payment", ("pay", "card", "charge", "method", "bill")),
+    ("time", ("time", "depart", "leav", "hour", "morning", "afternoon", "evening")),
+    ("budget", ("budget", "price", "cost", "spend", "afford", "max")),
+    ("seat", ("seat", "window", "aisle")),
+    ("constraints", ("constraint", "requirement", "preference", "restriction")),
+)
+CONSTRAINTS = ("time", "budget", "seat")
+_PATTERNS = {fact: re.compile(r"\b(?:" + "|".join(stems) + ")", re.IGNORECASE) for fact, stems in RULES}
+
+
+def asked(message: str) -> list[str]:
+    """The facts a message asks for, in answer order (constraints expanded, each fact once)."""
+    facts: list[str] = []
+    for fact, _stems in RULES:
+        if _PATTERNS[fact].search(message):
+            facts += list(CONSTRAINTS) if fact == "constraints" else [fact]
+    return [f for i, f in enumerate(facts) if f not in facts[:i]]
+
+
+def opening(request: dict[str, Any]) -> str:
+    """The first message: the goal and the route, nothing else."""
+    if request["action"] == "change":
+        return ("Hello, I would like to move my booking to the earliest flight on the same route (the same "
+                "two airports) and day that departs before my current flight.")
+    route = f"from {airport(request['origin'])} to {airport(request['destination'])}"
+    exact = "Only flights between exactly these two airports will do."
+    if request["action"] == "cancel_and_book":
+        return (f"Hello, I would like to cancel my booking and book instead the {request['choose']} flight "
+                f"{route}, not the flight I am cancelling. {exact}")
+    return f"Hello, I would like to book the {request['choose']} flight {route}. {exact}"
+
+
+def answers(request: dict[str, Any], names: dict[str, str]) -> dict[str, str]:
+    """The customer's answer to each fact of the request."""
+    r = request
+    people = [f"{names[p]} (passenger {p})" for p in r["passengers"]]
+    change = r["action"] == "change"
+    if change:
+        window = (f"Departing no earlier than {r['depart_after']}." if r["depart_after"] != "00:00"
+                  else "Any time before my current flight is fine.")
+    elif (r["depart_after"], r["depart_before"]) == ("00:00", "23:59"):
+        window = "Any departure time is fine."
+    else:
+        window = f"Departing between {r['depart_after']} and {r['depart_before']}."
+    return {
+        "booking": f"My booking is {r['pnr']}." if r["pnr"] else "I have no booking yet; this is a new one.",
+        "date": f"I travel on {r['date']}.",
+        "cabin": f"{r['cabin'].capitalize()} class.",
+        "passengers": ("The passengers are " + ", ".join(people) + "." if len(people) > 1
+                       else f"Just me: {people[0]}."),
+        "payment": ("Charge the payment method the booking was paid with." if change
+                    else f"Charge payment method {r['payment_method_id']}."),
+        "time": window,
+        "budget": (f"At most {r['max_price']} CNY per person." if r["max_price"] is not None
+                   else "I have no budget limit."),
+        "seat": (f"I want {'an' if r['seat_position'].startswith('a') else 'a'} {r['seat_position']} seat."
+                 if r["seat_position"] else "I have no seat preference."),
+    }
+
+
+@dataclass
+class DeterministicCustomer:
+    """A customer who answers from the task's structured request by keyword rules (see the module)."""
+
+    request: dict[str, Any]
+    names: dict[str, str]
+    turns: list[dict[str, Any]] = field(default_factory=list)  # {"message", "facts", "reply"} per turn
+
+    def opening(self) -> str:
+        return opening(self.request)
+
+    def first_message(self) -> str:
+        """The opening as the first observation's request, with how to ask for the rest."""
+        return (f"{self.opening()}\n\n(The customer tells you more when asked: a message with no tool call "
+                "goes to the customer, and the reply is the next message.)")
+
+    def turn(self, action: str, step_calls: list[dict[str, Any]], reward: float,
+             info: dict[str, Any]) -> StepResult:
+        """An action with no tool call: the customer's reply as the step's result, recorded as a
+        `respond` call in `step_calls` (an empty message reaches no one)."""
+        message = action.strip()
+        reply = self.reply(message) if message else EMPTY_REPLY
+        if message:
+            step_calls.append(call_record("respond", {"content": message}, True, reply))
+        return StepResult(reply, reward, False, False,
+                          {"calls": [], "invalid_calls": 0, "source": "customer", **info})
+
+    def reply(self, message: str) -> str:
+        facts = asked(message)
+        known = answers(self.request, self.names)
+        reply = " ".join(known[f] for f in facts) if facts else UNKNOWN_REPLY
+        self.turns.append({"message": message, "facts": facts, "reply": reply})
+        return reply
+
+    def settings(self) -> dict[str, Any]:
+        return {"kind": "deterministic", "rules": [fact for fact, _stems in RULES]}
