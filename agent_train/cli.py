@@ -29,6 +29,7 @@ _HELP = {
     "max_idle_steps": "stop after this many steps in a row with nothing to train on (0: never)",
     "max_excluded_frac": "stop when a larger fraction of a step's episodes fail or drift",
     "shuffle_rewards": "negative control: permute each step's rewards across its episodes (seeded)",
+    "credit": "step-level credit: episode (GRPO), anchor (GiGPO state groups) or branch (forks)",
     "data": "JSONL of oracle episodes (e.g. from `agentrl demo --sft`)",
 }
 
@@ -38,6 +39,7 @@ _CHOICES = {
     "advantage": ["std", "mean"],
     "zero_variance": ["skip", "keep"],
     "aggregation": ["seq-mean", "token-mean", "constant"],
+    "credit": ["episode", "anchor", "branch"],
 }
 
 

@@ -54,6 +54,13 @@ class TrainConfig:
     train_split: str = "train"  # passed as split= to envs that take one ("" passes none)
     eval_split: str = "test"  # the held-out side; its task ids must never show up in training
     shuffle_rewards: bool = False  # negative control: permute each step's rewards across its episodes
+    # credit assignment (credit.py): "episode" (GRPO), "anchor" (GiGPO state groups), "branch" (forks)
+    credit: str = "episode"
+    credit_omega: float = 1.0  # weight of the step level: A = A_E + omega * A_step
+    credit_gamma: float = 0.95  # anchor: discount of the step returns
+    credit_branches: int = 2  # branch: forks at each branch point
+    credit_branch_points: int = 2  # branch: fork before turns 1..N of each rollout (0: every turn)
+    gen_token_budget: int = 0  # stop once this many tokens were generated (forks included); 0: steps only
     # failures
     max_idle_steps: int = 5  # stop after this many steps in a row with no trainable sample (0: never)
     max_excluded_frac: float = 0.5  # stop when more of a step's (or an eval's) episodes are excluded
@@ -67,12 +74,15 @@ class TrainConfig:
             "advantage": ("std", "mean"),
             "zero_variance": ("skip", "keep"),
             "aggregation": ("seq-mean", "token-mean", "constant"),
+            "credit": ("episode", "anchor", "branch"),
         }
         for name, options in allowed.items():
             if getattr(self, name) not in options:
                 raise ValueError(f"{name} must be one of {options}, not {getattr(self, name)!r}")
         if not 0.0 <= self.max_excluded_frac <= 1.0:
             raise ValueError("max_excluded_frac must be between 0 and 1")
+        if self.credit_branches < 1 or self.credit_branch_points < 0:
+            raise ValueError("credit_branches must be at least 1 and credit_branch_points at least 0")
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: GRPO's baseline is the group mean")
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from agentrl.agent_train.backends import derive_seed
 from agentrl.agent_train.config import TrainConfig
+from agentrl.agent_train.credit import groups_collector
 from agentrl.agent_train.evaluate import evaluate
-from agentrl.agent_train.rollout import Episode, Rollouts, collect_groups
+from agentrl.agent_train.rollout import Episode, Rollouts
 
 
 def train_seeds(cfg: TrainConfig, step: int) -> list[int]:
@@ -65,6 +66,7 @@ class RolloutProducer:
 
     async def _produce(self, first_step: int, steps: int) -> None:
         self._task = asyncio.current_task()
+        collect_groups = groups_collector(self.cfg)  # branch credit's roots fork as they go
         for step in range(first_step, steps):
             await asyncio.to_thread(self._wait_for_version, step - self.cfg.max_staleness)
             start = time.perf_counter()

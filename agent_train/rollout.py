@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.agent_train.backends import GenerationBackend, derive_seed
 from agentrl.agent_train.transcript import Transcript
-from agentrl.driver import AsyncEpisode, EnvSource, aplay
+from agentrl.driver import AsyncEpisode, EnvSource, Outcome, acontinue, aplay
 
 
 class HttpClientPool:
@@ -63,6 +63,14 @@ class Episode:
     trace: str | None = None  # the full traceback of `error`, for the run log
     task_id: str | None = None  # the env's `info["task_id"]` at reset, when it names one
     info: dict[str, Any] = field(default_factory=dict)
+    # per turn, for step-level credit (`credit.py`): where its generation starts in the transcript,
+    # the env's `info["state_hash"]` before it (one more: the state after the last step), its reward
+    turn_starts: list[int] = field(default_factory=list)
+    state_hashes: list[str | None] = field(default_factory=list)
+    step_rewards: list[float] = field(default_factory=list)
+    # branch credit: the turn this episode was forked before (None: a root), and a root's forks
+    fork_turn: int | None = None
+    branches: list[tuple[int, list[Episode]]] = field(default_factory=list)
 
     @property
     def excluded(self) -> str | None:
@@ -95,36 +103,75 @@ class Rollouts:
     system_prompt: str | None = None
 
 
+BeforeTurn = Callable[[AsyncEpisode, Episode], Awaitable[None]]
+
+
 class TokenPolicy:
     """The model as the driver's policy: the env's text goes into the transcript as the chat
     template renders it, the model's sampled tokens come out as the action. It stops the episode
-    (returns None) when the token budget is spent or the transcript drifted."""
+    (returns None) when the token budget is spent or the transcript drifted.
 
-    def __init__(self, spec: Rollouts, episode: Episode, sample_seed: int | None) -> None:
+    Per turn it records on `episode` what step-level credit needs: the state hash each observation
+    came with (`info["state_hash"]`), the reward of the step that led there (read from `env`'s
+    outcome) and where the turn's generation starts. `before_turn` sees each state before the
+    model acts in it (branch credit forks `env` there). A policy given an episode whose transcript
+    is not empty plays on a fork of it: that transcript already ends with the observation it is
+    first called with, whose step is already recorded."""
+
+    def __init__(self, spec: Rollouts, episode: Episode, sample_seed: int | None, env: AsyncEpisode,
+                 before_turn: BeforeTurn | None = None) -> None:
         self.spec, self.episode, self.sample_seed = spec, episode, sample_seed
-        self.turns = 0
+        self.env, self.before_turn = env, before_turn
+        self.turns = episode.turns  # a fork's turn seeds go on from where it was forked
+        self._resumed = bool(episode.transcript.ids)
 
     async def __call__(self, observation: str, info: dict[str, Any]) -> str | None:
         transcript, limits = self.episode.transcript, self.spec.limits
-        if not transcript.ids:  # the first observation: the prompt
-            first = [{"role": "user", "content": observation}]
-            if self.spec.system_prompt:
-                first.insert(0, {"role": "system", "content": self.spec.system_prompt})
-            transcript.start(first)
-        elif not transcript.add_env_message(observation):
-            return None  # drifted: stop here, the episode is excluded from training
+        if self._resumed:
+            self._resumed = False
+        else:
+            self.record(info)
+            if not transcript.ids:  # the first observation: the prompt
+                first = [{"role": "user", "content": observation}]
+                if self.spec.system_prompt:
+                    first.insert(0, {"role": "system", "content": self.spec.system_prompt})
+                transcript.start(first)
+            elif not transcript.add_env_message(observation):
+                return None  # drifted: stop here, the episode is excluded from training
         room = limits.token_budget - len(transcript.ids)
         if room <= 0:
             self.episode.truncated_by_budget = True
             return None
+        if self.before_turn is not None:
+            await self.before_turn(self.env, self.episode)
         turn_seed = None if self.sample_seed is None else derive_seed(self.sample_seed, self.turns)
+        self.episode.turn_starts.append(len(transcript.ids))
         gen = await self.spec.backend.generate(transcript.ids, min(limits.max_new_tokens, room), turn_seed)
         self.turns += 1
         return transcript.add_generation(gen.ids, gen.logprobs, gen.version)
 
+    def record(self, info: dict[str, Any]) -> None:
+        """The state hash of the observation `info` came with, and, after a step, what it paid."""
+        if self.env.outcome is not None and len(self.episode.step_rewards) < self.env.outcome.turns:
+            self.episode.step_rewards.append(self.env.outcome.last_reward)
+        self.episode.state_hashes.append(info.get("state_hash"))
 
-async def run_episode(spec: Rollouts, seed: int, sample_seed: int | None = None) -> Episode:
-    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t).
+    def finish(self, outcome: Outcome) -> None:
+        """After the episode: the last step's record where the env ended the episode (the policy
+        was not called after it), the transcript's check, the last info and success."""
+        if len(self.episode.step_rewards) < outcome.turns:
+            self.record(outcome.last_info)
+        self.episode.transcript.check()
+        self.episode.info = dict(outcome.last_info)
+        passed = outcome.reward >= self.spec.limits.success_threshold
+        self.episode.success = bool(outcome.last_info.get("success", passed))
+
+
+async def run_episode(
+    spec: Rollouts, seed: int, sample_seed: int | None = None, before_turn: BeforeTurn | None = None
+) -> Episode:
+    """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t);
+    `before_turn` sees each state before the model acts in it (see `TokenPolicy`).
 
     An exception (env, server, generator) ends this episode with `error` and `trace` set: the
     caller counts it and decides whether the run can go on; it is never trained on."""
@@ -132,28 +179,46 @@ async def run_episode(spec: Rollouts, seed: int, sample_seed: int | None = None)
     env = None
     try:
         env = spec.make_driver()
-        outcome = await aplay(env, TokenPolicy(spec, episode, sample_seed), seed)
-        episode.transcript.check()
-        episode.info = dict(outcome.last_info)
-        passed = outcome.reward >= spec.limits.success_threshold
-        episode.success = bool(outcome.last_info.get("success", passed))
+        policy = TokenPolicy(spec, episode, sample_seed, env, before_turn)
+        policy.finish(await aplay(env, policy, seed))
     except Exception as exc:
         episode.error = f"{type(exc).__name__}: {exc}"
         episode.trace = traceback.format_exc()
     finally:
         if env is not None:
-            seen = env.outcome  # what the env paid and said, also when a step failed
-            if seen is not None:
-                episode.reward, episode.turns, episode.env_s = seen.reward, seen.turns, seen.env_s
-                if seen.info.get("task_id") is not None:
-                    episode.task_id = str(seen.info["task_id"])
-            try:
-                await env.close()
-            except Exception as exc:
-                if episode.error is None:
-                    episode.error = f"close failed: {type(exc).__name__}: {exc}"
-                    episode.trace = traceback.format_exc()
+            await _settle(episode, env)
     return episode
+
+
+async def continue_fork(
+    spec: Rollouts, env: AsyncEpisode, episode: Episode, sample_seed: int | None
+) -> Episode:
+    """A fork of an episode (`AsyncEpisode.fork`) played on to its end from `episode`, its copy of
+    the forked episode's record (see `TokenPolicy`); then closed, whatever happens."""
+    try:
+        policy = TokenPolicy(spec, episode, sample_seed, env)
+        policy.finish(await acontinue(env, policy))
+    except Exception as exc:
+        episode.error = f"{type(exc).__name__}: {exc}"
+        episode.trace = traceback.format_exc()
+    finally:
+        await _settle(episode, env)
+    return episode
+
+
+async def _settle(episode: Episode, env: AsyncEpisode) -> None:
+    """Take what the env paid and said (also when a step failed) into `episode`, then close the env."""
+    seen = env.outcome
+    if seen is not None:
+        episode.reward, episode.turns, episode.env_s = seen.reward, seen.turns, seen.env_s
+        if seen.info.get("task_id") is not None:
+            episode.task_id = str(seen.info["task_id"])
+    try:
+        await env.close()
+    except Exception as exc:
+        if episode.error is None:
+            episode.error = f"close failed: {type(exc).__name__}: {exc}"
+            episode.trace = traceback.format_exc()
 
 
 async def collect_groups(

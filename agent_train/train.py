@@ -3,7 +3,7 @@
     build the model, the generator and the envs
     for each update:
         collect groups (rolled out one step ahead, in a background event loop)
-        advantages, one per episode, from its group       <- `advantages`: where credit is assigned
+        advantages, per episode or per turn (`--credit`)   <- `assign_credit`: where credit is assigned
         samples -> padded batch -> clipped masked loss -> optimizer step   (`update.py`, `grpo.py`)
         push the weights to the generator
         log, evaluate on the held-out split
@@ -11,6 +11,8 @@
 
 How losses and advantages are aggregated (token or sequence means, std or mean baselines) is
 `grpo.py`'s; rollouts are `rollout.py`'s (the episode driver, over Gymnasium or the HTTP client).
+`--credit episode` is plain GRPO; `anchor` and `branch` give each turn its own advantage, and
+`branch` also forks the rollouts (its groups are collected by `credit.groups_collector`).
 A run is reproducible from its config: the seed fixes the init, the env seeds and every sampled
 token (per-request seeds), and weights are pushed between rollout steps, never during one, so
 step s's rollouts always see policy version s - max_staleness.
@@ -31,7 +33,7 @@ from agentrl.agent_train.accounting import FailureGuard, TaskLedger, TrainingAbo
 from agentrl.agent_train.backends import GenerationBackend, HFBackend
 from agentrl.agent_train.checkpoints import load_resume_state, save_checkpoint
 from agentrl.agent_train.config import TrainConfig
-from agentrl.agent_train.grpo import group_advantages
+from agentrl.agent_train.credit import assign_credit
 from agentrl.agent_train.producer import RolloutProducer, eval_seeds, train_seeds
 from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, driver_factory
 from agentrl.agent_train.update import build_batch, optimize, select_samples
@@ -93,6 +95,7 @@ def train(
             metrics.log(start_step, result["eval_before"])
         producer.start(start_step, cfg.steps)
         bar = _progress(cfg, start_step)
+        generated = 0  # tokens generated so far, forks included (`--gen-token-budget`)
         for step in range(start_step, cfg.steps):
             t0 = time.perf_counter()
             # --- collect: this step's groups, one per env seed -----------------------------------
@@ -102,9 +105,12 @@ def train(
             row.update(guard.check_episodes(f"step {step}", flat))
             ledger.add_train(flat)
 
-            # --- advantages: one per episode, from its group -------------------------------------
-            adv, keep = advantages(cfg, groups, step)
-            chosen, chosen_adv, stale = select_samples(groups, adv, keep, step, cfg.max_staleness)
+            # --- advantages: per episode (GRPO) or per turn, and what is trained on ---------------
+            credit = assign_credit(cfg, groups, step)  # episode, anchor or branch: see credit.py
+            row.update(credit.metrics)
+            chosen, chosen_adv, stale = select_samples(
+                credit.samples, credit.advantages, credit.keep, step, cfg.max_staleness
+            )
             guard.check_trained(
                 step,
                 len(chosen),
@@ -132,6 +138,9 @@ def train(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward_mean']:.3f}", succ=f"{row['success_rate']:.2f}")
+            generated += int(timing["gen_tokens"])
+            if cfg.gen_token_budget and generated >= cfg.gen_token_budget:
+                break  # equal generated tokens across credit modes, however many steps that takes
         if bar is not None:
             bar.close()
 
@@ -164,18 +173,6 @@ def train(
 # ---------------------------------------------------------------------------------------------
 # the loop's parts
 # ---------------------------------------------------------------------------------------------
-def advantages(cfg: TrainConfig, groups: list[list[Episode]], step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each episode's advantage from its group's rewards, and whether it may be trained on; both
-    of shape (groups, group_size). The one place credit is assigned: another credit mode replaces
-    the call to `group_advantages` here."""
-    rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
-    if cfg.shuffle_rewards:  # a placebo run: no link left between what was said and its reward
-        order = torch.randperm(rewards.numel(), generator=torch.Generator().manual_seed(step + cfg.seed))
-        rewards = rewards.flatten()[order].view_as(rewards)
-    valid = torch.tensor([[e.excluded is None for e in g] for g in groups])
-    return group_advantages(rewards, cfg.advantage, zero_variance=cfg.zero_variance, valid=valid)
-
-
 def sample_metrics(flat: list[Episode], step: int, stale: int, trained: int,
                    timing: dict[str, float]) -> dict[str, float]:
     """How old the step's samples were, how many were trained on, and how fast they were collected."""
@@ -187,6 +184,7 @@ def sample_metrics(flat: list[Episode], step: int, stale: int, trained: int,
         "trained_samples": float(trained),
         "rollout_s": timing["rollout_s"],
         "gen_tokens_per_s": timing["gen_tokens"] / max(timing["gen_busy_s"], 1e-9),
+        "gen_tokens": float(timing["gen_tokens"]),  # every token generated, forks included
     }
 
 

@@ -12,12 +12,14 @@ import numpy as np
 import torch
 
 from agentrl.agent_train.config import TrainConfig
+from agentrl.agent_train.credit import Advantage, advantage_tensor
 from agentrl.agent_train.grpo import step_loss, token_logprobs
 from agentrl.agent_train.rollout import Episode
 
 
-def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded tensors; the mask is the transcripts' provenance mask, padded with 0."""
+def build_batch(episodes: list[Episode], advantages: list[Advantage], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors; the mask is the transcripts' provenance mask, padded with 0; the
+    advantages one per sequence (n,), or per token (n, width) where any is given per turn."""
     width = max(len(e.transcript.ids) for e in episodes)
     n = len(episodes)
     batch = {
@@ -26,7 +28,7 @@ def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -
         "mask": torch.zeros((n, width)),
         "behav_logp": torch.zeros((n, width)),
         "versions": torch.full((n, width), -1, dtype=torch.long),
-        "adv": torch.tensor(advantages, dtype=torch.float32),
+        "adv": advantage_tensor(episodes, advantages, width),
     }
     for i, e in enumerate(episodes):
         t, m = e.transcript, len(e.transcript.ids)
@@ -39,18 +41,21 @@ def build_batch(episodes: list[Episode], advantages: list[float], pad_id: int) -
 
 
 def select_samples(
-    groups: list[list[Episode]], adv: torch.Tensor, keep: torch.Tensor, version: int, max_staleness: int
-) -> tuple[list[Episode], list[float], int]:
-    """What gets trained on: not excluded (drift, errors), not too stale, not in a skipped group."""
+    groups: list[list[Episode]], adv: Any, keep: Any, version: int, max_staleness: int
+) -> tuple[list[Episode], list[Advantage], int]:
+    """What gets trained on: not excluded (drift, errors), not too stale, not in a skipped group.
+    `adv` and `keep` are indexed [group][episode] (tensors, or `credit.Credit`'s lists, whose
+    advantages may be one per turn)."""
     chosen, chosen_adv, stale = [], [], 0
     for gi, group in enumerate(groups):
         for ei, e in enumerate(group):
             sampled = [v for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m]
             if version - min(sampled, default=version) > max_staleness:
                 stale += 1
-            elif keep[gi, ei] and e.excluded is None and sampled:
+            elif keep[gi][ei] and e.excluded is None and sampled:
                 chosen.append(e)
-                chosen_adv.append(float(adv[gi, ei]))
+                a = adv[gi][ei]
+                chosen_adv.append(a if isinstance(a, list) else float(a))
     return chosen, chosen_adv, stale
 
 

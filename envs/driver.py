@@ -12,6 +12,8 @@ written once. The pieces:
   info, the time spent waiting on the env) and checks the order of calls.
 - `play` and `aplay`: the loop itself. A policy maps (observation, info) to the next action, or
   to None when it has nothing more to say (a token budget spent); then the episode stops there.
+  `acontinue` is `aplay`'s loop alone: it plays on an episode already under way (a fork of one,
+  `AsyncEpisode.fork`).
 
 What happened in the episode, step by step, is the env's trajectory record (`record()`,
 `agentrl.core.trajectory`), not a list kept here: the driver keeps totals only.
@@ -20,6 +22,7 @@ What happened in the episode, step by step, is the env's trajectory record (`rec
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -56,6 +59,7 @@ class Outcome:
     truncated: bool = False
     last_observation: str = ""  # the last step's observation (the first before a step)
     last_info: dict[str, Any] = field(default_factory=dict)  # the last step's info (the reset's before one)
+    last_reward: float = 0.0  # what the last step paid (0 before a step)
     env_s: float = 0.0  # seconds spent waiting on the env's reset and steps
 
     def __post_init__(self) -> None:
@@ -70,6 +74,7 @@ class Outcome:
         self.turns += 1
         self.terminated, self.truncated = bool(result.terminated), bool(result.truncated)
         self.last_observation, self.last_info = result.observation, result.info
+        self.last_reward = float(result.reward)
         self.env_s += seconds
         return result
 
@@ -248,6 +253,30 @@ class AsyncEpisode(_EpisodeCore):
             result = _local_result(await _in_thread(self.env.step, action))
         return outcome.add(result, time.perf_counter() - start)
 
+    async def fork(self, n: int = 1) -> list[AsyncEpisode]:
+        """n episodes in this one's state now, each to be played on (`acontinue`) and closed on its
+        own: over HTTP the server's fork route, in-process the env's own `fork`. Their outcomes
+        start as a copy of this one's (what was paid and seen so far)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a positive integer, not {n!r}")
+        outcome = self._check_step()
+        children = [AsyncEpisode(self.source, self.client) for _ in range(n)]
+        if self.client is not None:
+            assert self.episode_id is not None
+            forked = await self.client.fork_episode(self.episode_id, n)
+            for child, made in zip(children, forked, strict=True):
+                child.episode_id = made.episode_id
+        else:
+            assert self.env is not None
+            env = self.env.unwrapped
+            if not callable(getattr(env, "fork", None)):
+                raise TypeError(f"{type(env).__name__} cannot fork: it has no fork(n) method")
+            for child, forked_env in zip(children, await _in_thread(env.fork, n), strict=True):
+                child.env = forked_env
+        for child in children:
+            child.outcome, child.forced_done = copy.deepcopy(outcome), False
+        return children
+
     async def record(self) -> dict[str, Any]:
         """The episode's trajectory record (`agentrl.trajectory/1`), from its server or its env."""
         if self.client is not None:
@@ -293,8 +322,16 @@ def play(episode: Episode, policy: Policy, seed: int | None = None,
 async def aplay(episode: AsyncEpisode, policy: AsyncPolicy, seed: int | None = None,
                 options: dict[str, Any] | None = None) -> Outcome:
     """`play` for an event loop, with an async policy (a model behind an inference server)."""
-    observation = await episode.begin(seed, options)
-    info = episode.info
+    await episode.begin(seed, options)
+    return await acontinue(episode, policy)
+
+
+async def acontinue(episode: AsyncEpisode, policy: AsyncPolicy) -> Outcome:
+    """`aplay` on an episode already under way (begun, or a fork): the policy first sees its latest
+    observation and info, then plays until the env ends the episode or the policy returns None."""
+    if episode.outcome is None:
+        raise EpisodeOverError("no episode to play on: call begin() first")
+    observation, info = episode.outcome.last_observation, episode.outcome.last_info
     while not episode.done:
         action = await policy(observation, info)
         if action is None:

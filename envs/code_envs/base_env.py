@@ -181,6 +181,11 @@ class SandboxEnv(ToolEnv):
                 {"error": self.error},
             )
 
+    def _world_state(self) -> dict[str, str] | str | None:
+        """The workspace listing (path: kind, mode, size and digest) as of the last step that could
+        write; the shell's own state (variables, working directory) is not read."""
+        return self._listing
+
     def _state_change(self) -> dict[str, Any] | None:
         """What the step changed in the workspace (`workspace.changes`); None once the container is
         gone (after grading, or a crash). Replayed forks compare it step by step."""

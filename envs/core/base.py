@@ -20,6 +20,7 @@ from agentrl.core.fork import copy_env, replay_env
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
+from agentrl.core.state_hash import state_hash
 from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
 from agentrl.core.trajectory import StateChange, Trace, call_record, record
 
@@ -119,6 +120,12 @@ class TextEnv(gym.Env[str, str]):
         `trajectory.StateChange`); None for envs without a database."""
         return None
 
+    def _state(self) -> Any:
+        """The state the next step depends on, as plain data, hashed into every `info["state_hash"]`
+        (see `core.state_hash`): by default the whole transcript, which is always enough (and
+        groups only identical histories); envs name a smaller state."""
+        return self.messages
+
     def _trace_tools(self) -> list[dict[str, Any]]:
         """The tool specs a trajectory record lists."""
         return []
@@ -151,6 +158,7 @@ class TextEnv(gym.Env[str, str]):
         env_id = self.spec.id if self.spec is not None else None
         self._trace = Trace(env_id, info.get("task_id"), seed, observation, self._trace_tools(),
                             meta=self._trace_meta(), **replay)
+        info["state_hash"] = state_hash(self._state())  # after the trace: `_state` may read it
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -189,6 +197,7 @@ class TextEnv(gym.Env[str, str]):
             result.truncated,
             self._state_change(),
         )
+        result.info["state_hash"] = state_hash(self._state())  # after `_state_change`: the world as it is now
         return result.as_tuple()
 
     @property
@@ -261,6 +270,17 @@ class ToolEnv(TextEnv):
         """Extra info merged into every step's and reset's info (e.g. progress)."""
         return {}
 
+    def _world_state(self) -> Any:
+        """The part of the state the tool results shown do not tell (a database's changed rows);
+        None for envs whose world is the task alone."""
+        return None
+
+    def _state(self) -> Any:
+        """The task, the set of tool results shown (a set: the order they came in does not change
+        what the agent knows; kept as digests) and the world's own state (`_world_state`)."""
+        assert self._trace is not None, "the state of an episode that has not been reset"
+        return {"task": self._trace.observation, "shown": self._shown, "world": self._world_state()}
+
     # --- shared machinery ------------------------------------------------------------------
     @classmethod
     def tool_specs(cls) -> list[dict[str, Any]]:
@@ -285,6 +305,7 @@ class ToolEnv(TextEnv):
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
+        self._shown: set[str] = set()  # digests of the tool results shown so far (see `_state`)
         specs = self._trace_tools()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
@@ -330,6 +351,7 @@ class ToolEnv(TextEnv):
                 self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
+            self._shown.add(state_hash(responses[-1]))  # its digest: a step hashes the set, not the texts
             calls.append({"name": item.name, "ok": True})
             self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode

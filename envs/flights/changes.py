@@ -47,6 +47,36 @@ CHANGE_TABLE = f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, tbl TEXT, op TEXT
 # The triggers come once the rows are in, or loading the world would log every row.
 CHANGE_TRIGGERS = _triggers()
 _SINCE = f"SELECT id, tbl, op, old, new FROM {TABLE} WHERE id > ? ORDER BY id"
+_KEYS = {t.name: tuple(c.name for c in t.primary_key.columns) for t in m.Base.metadata.sorted_tables}
+# ids an episode draws at random or by counting (booking references, ledger rows): two episodes
+# that made the same bookings in another order hold the same rows under other ids
+_DRAWN_IDS = frozenset({"pnr", "id"})
+_ID_TABLES = frozenset({"bookings", "payments", "occupied_seats"})
+
+
+def changed_rows(conn: sqlite3.Connection) -> list[str]:
+    """The rows an episode has changed so far, as they are now, without the ids it drew: what its
+    database holds beyond the world's template (a row changed and changed back is not counted).
+
+    Read from the change table, so it costs the episode's changes, never a scan of the world."""
+    first: dict[tuple[str, str], str | None] = {}
+    last: dict[tuple[str, str], str | None] = {}
+    for table, _op, old, new in conn.execute(f"SELECT tbl, op, old, new FROM {TABLE} ORDER BY id"):
+        row = json.loads(new if new is not None else old)
+        key = (table, json.dumps([row[c] for c in _KEYS[table]]))
+        first.setdefault(key, old)
+        last[key] = new
+    rows = []
+    for key, now in last.items():
+        if now == first[key] or now is None:
+            if now is None and first[key] is not None:
+                rows.append(f"deleted {key[0]} {key[1]}")
+            continue
+        row = json.loads(now)
+        if key[0] in _ID_TABLES:
+            row = {c: v for c, v in row.items() if c not in _DRAWN_IDS}
+        rows.append(f"{key[0]} {json.dumps(row, sort_keys=True)}")
+    return sorted(rows)
 
 
 @dataclass(frozen=True)

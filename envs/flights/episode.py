@@ -8,12 +8,13 @@ is the rows it inserted, updated or deleted (see `changes.py`).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any, ClassVar
 
 from sqlalchemy.orm import Session
 
-from agentrl.flights.changes import ChangeLog, RowChanges
+from agentrl.flights.changes import ChangeLog, RowChanges, changed_rows
 from agentrl.flights.world import new_engine
 
 
@@ -29,6 +30,17 @@ class EpisodeDatabase:
         begun = super()._begin(options)  # type: ignore[misc]  # a mixin: ToolEnv, after it in the MRO, has it
         self._changes = ChangeLog(self._raw)  # the reset copied in the template: an empty change table
         return begun
+
+    def _world_state(self) -> dict[str, Any]:
+        """The rows the episode changed, the last search (what `filter_flights` and pages read), the
+        fine level's holds and quotes, and the moving world's flags; never the random generator."""
+        return {
+            "rows": changed_rows(self._raw),
+            "last_search": getattr(self, "_last_search", None),
+            "holds": sorted(json.dumps(h, sort_keys=True) for h in getattr(self, "_holds", {}).values()),
+            "quotes": sorted(json.dumps(q, sort_keys=True) for q in getattr(self, "_quotes", {}).values()),
+            "flags": [getattr(self, "_was_busy", False), getattr(self, "_fare_changed", False)],
+        }
 
     def _state_change(self) -> RowChanges:
         return self._changes.take(self._raw)

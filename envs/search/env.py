@@ -151,6 +151,7 @@ class SearchEnv(TextEnv):
         self.rollout_text = ""
         self.env_spans = []
         self.searches = 0
+        self.shown_passages: set[str] = set()
         info: dict[str, Any] = {
             "task_id": task_id(self.source_key, self.question),
             "split": split,
@@ -171,6 +172,11 @@ class SearchEnv(TextEnv):
             "evidence": list(self.question.evidence),
             "hops": self.question.hops,
         }
+
+    def _state(self) -> Any:
+        """The question and the set of passages shown: what the next answer can draw on."""
+        question = self.question.question if self.question else None
+        return {"question": question, "passages": self.shown_passages}
 
     def _record(self, action: str, observation: str) -> None:
         self.rollout_text += action
@@ -203,6 +209,7 @@ class SearchEnv(TextEnv):
                     info["search_error"] = f"{type(exc).__name__}: {exc}"
                     hits = []
             info["retrieved_ids"] = [h.id for h in hits]
+            self.shown_passages.update(info["retrieved_ids"])
             observation = information(hits)
             if "search_error" in info:
                 observation = f"\n\n<information>Search failed ({info['search_error']}).</information>\n\n"

@@ -235,6 +235,7 @@ class TauAirlineEnv(ToolEnv):
         self.user = self._make_user(options)
         self.agent_calls: list[tuple[str, Any]] = []
         self.said: list[str] = []
+        self._changed: dict[str, dict[str, Any]] = {}  # every row changed so far, as it is now
         self.transferred = False
         self.reward_info: dict[str, Any] | None = None
         text = (
@@ -321,7 +322,13 @@ class TauAirlineEnv(ToolEnv):
             doc = None if row is None else (user_json if table == "users" else reservation_json)(session, row)
             change.setdefault(table, {})[key] = doc
         self.desk.touched.clear()
+        for table, docs in change.items():
+            self._changed.setdefault(table, {}).update(docs)
         return change
+
+    def _world_state(self) -> dict[str, Any]:
+        """The rows changed so far and what the agent told the customer (the reward reads both)."""
+        return {"changed": self._changed, "said": self.said}
 
     def _trace_meta(self) -> dict[str, Any]:
         return {"user": self.user.settings(), "strict_refusals": self.strict_refusals}

@@ -14,7 +14,7 @@ import pytest
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.client import AsyncEnvClient
 from agentrl.core import EpisodeOverError
-from agentrl.driver import AsyncEpisode, EnvSource, Episode, Outcome, aplay, play
+from agentrl.driver import AsyncEpisode, EnvSource, Episode, Outcome, acontinue, aplay, play
 from agentrl.flights.oracle import OraclePolicy
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
@@ -124,3 +124,37 @@ def test_an_async_episode_is_told_its_client_exactly_when_the_env_is_served(serv
         await episode.close()
 
     asyncio.run(record_before_begin())
+
+
+@pytest.mark.parametrize("served", [False, True])
+def test_a_forked_async_episode_plays_on_as_its_parent_would(server_url, served):
+    source = EnvSource("agentrl/Echo-v0", server_url if served else None, env_kwargs={"max_turns": 3})
+
+    async def run() -> tuple[list[Outcome], list[dict[str, Any]]]:
+        client = AsyncEnvClient(server_url) if served else None
+        parent = AsyncEpisode(source, client)
+        stop_after_one = iter([True, False])
+
+        async def once(observation: str, info: dict[str, Any]) -> str | None:
+            return echo_policy(observation, info) if next(stop_after_one) else None
+
+        episodes = [parent]
+        try:
+            await aplay(parent, once, seed=4)
+            episodes += await parent.fork(2)
+            assert [f.outcome.turns for f in episodes] == [1, 1, 1] and not any(f.done for f in episodes)
+            outcomes = [await acontinue(e, as_async(echo_policy)) for e in episodes]
+            return outcomes, [await e.record() for e in episodes]
+        finally:
+            for e in episodes:
+                await e.close()
+            if client is not None:
+                live = (await client.health())["live_episodes"]
+                await client.aclose()
+                assert live == 0
+
+    outcomes, records = asyncio.run(run())
+    assert all(o.truncated and o.turns == 3 for o in outcomes)
+    ends = {(o.reward, o.last_observation, json.dumps(o.last_info, sort_keys=True)) for o in outcomes}
+    assert len(ends) == 1  # the same state hash too
+    assert all(r["steps"] == records[0]["steps"] for r in records[1:]), records

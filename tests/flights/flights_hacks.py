@@ -37,7 +37,7 @@ from agentrl.flights.task_ids import keyed_id
 from agentrl.flights.tasks import FAMILIES, LEVELS, TASKS
 
 TEST_BASE, TRAIN_BASE = 90_000, 0
-PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn"}
+PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn", "state_hash"}
 # a change is paid by the booking's own method: there is no card to swap
 NOT_APPLICABLE = {("other passenger's card", "change_earlier")}
 Policy = Callable[[str, dict[str, Any]], str]

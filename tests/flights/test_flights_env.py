@@ -18,7 +18,7 @@ from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
 from agentrl.flights.oracle import OraclePolicy, RandomPolicy, call, last_response, parse_request
 from agentrl.flights.tasks import FAMILIES
 
-PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn"}
+PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn", "state_hash"}
 
 
 def test_check_env_passes_without_warnings():
@@ -84,7 +84,7 @@ def test_info_names_nothing_without_privileged_info(make_flights):
         assert set(info) == PUBLIC_INFO
         seen_progress.add(json.dumps(info["progress"], sort_keys=True))
         _obs, _r, _t, _tr, info = env.step(call("get_flight", flight_id=1))
-        assert set(info) == {"calls", "invalid_calls", "progress", "turn"}
+        assert set(info) == {"calls", "invalid_calls", "progress", "turn", "state_hash"}
     assert len(seen_progress) == 1 and not any(json.loads(seen_progress.pop()).values())
     assert "privileged_info" in FlightsEnv.operator_kwargs
 

@@ -7,6 +7,7 @@ it (importing this module) under an id of their own; agentrl's code knows nothin
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, ClassVar
 
@@ -64,6 +65,11 @@ class PickWordEnv(gym.Env[str, str]):
         if self._turn >= self.max_turns:
             return "Wrong.", 0.0, True, False, info
         return RETRY, 0.0, False, False, info
+
+
+    def fork(self, n: int = 1) -> list[PickWordEnv]:
+        """n copies in this episode's state (what branch credit continues from)."""
+        return [copy.deepcopy(self) for _ in range(n)]
 
 
 def register() -> None:
