@@ -218,73 +218,20 @@ def _request(call: Call[Any]) -> dict[str, Any]:
     return {"content": dumps(call.body), "headers": {"content-type": "application/json"}}
 
 
-class _Api(Generic[T]):
-    """The endpoint methods both clients share; `_run` is sync or async."""
-
-    def _run(self, call: Call[Any]) -> Any:
-        raise NotImplementedError
-
-    def health(self):  # type: ignore[no-untyped-def]
-        return self._run(_Wire.health())
-
-    def list_envs(self):  # type: ignore[no-untyped-def]
-        """Every served env with its spaces, tool specs and defaults."""
-        return self._run(_Wire.envs())
-
-    def env_spec(self, env_id: str):  # type: ignore[no-untyped-def]
-        return self._run(_Wire.env(env_id))
-
-    def create_episode(self, env_id: str, *, seed: int | None = None, options: dict[str, Any] | None = None,
-                       env_kwargs: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
-        """A new episode of `env_id`; returns `EpisodeCreated` (id, first observation, info)."""
-        return self._run(_Wire.create(env_id, seed, options, env_kwargs))
-
-    def reset_episode(self, episode_id: str, *, seed: int | None = None,
-                      options: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
-        """Reset the episode's env in place, as `env.reset()` does locally."""
-        return self._run(_Wire.reset(episode_id, seed, options))
-
-    def step(self, episode_id: str, action: str, *, request_id: str | None = None):  # type: ignore[no-untyped-def]
-        """One step; returns `agentrl.core.StepResult`. Concurrent steps of an `AsyncEnvClient`
-        travel together, a frame at a time, over its one connection."""
-        return self._run(_Wire.step(episode_id, action, request_id))
-
-    def step_batch(self, items: Sequence[tuple[str, str]]):  # type: ignore[no-untyped-def]
-        """Step many episodes in one request; per item a `StepResult` or the `ServerError` it got."""
-        return self._run(_Wire.step_batch(items))
-
-    def episode_status(self, episode_id: str):  # type: ignore[no-untyped-def]
-        return self._run(_Wire.status(episode_id))
-
-    def render(self, episode_id: str):  # type: ignore[no-untyped-def]
-        return self._run(_Wire.render(episode_id))
-
-    def close_episode(self, episode_id: str):  # type: ignore[no-untyped-def]
-        return self._run(_Wire.close(episode_id))
-
-    def fork_episode(self, episode_id: str, n: int = 1):  # type: ignore[no-untyped-def]
-        """n new episodes in this one's state, continuing exactly as it would; a list of
-        `EpisodeForked` (each with the latest observation and info). All are made, or none."""
-        return self._run(_Wire.fork(episode_id, n))
-
-    def trajectory(self, episode_id: str):  # type: ignore[no-untyped-def]
-        """The episode's trajectory record (`agentrl.trajectory/1`), its forks as children."""
-        return self._run(_Wire.trajectory(episode_id))
-
-
 def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
     """A cluster's holder is tried once more after a transport error, then its episodes are replayed."""
     return dataclasses.replace(retry, retries=min(retry.retries, 1))
 
 
-class EnvClient(_Api, contextlib.AbstractContextManager):
+class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
     """Synchronous client: episodes' calls over a WebSocket per thread, the rest over one pooled
     `httpx.Client`.
 
     Safe to share between threads: each thread stepping at the same time gets a connection.
     `base_url` is one server's URL, or a cluster's discovery URL (`http://host:port/v1/cluster`):
     then every call goes to the holder of its episode and a lost holder's episodes are replayed
-    (`agentrl.cluster_client`; `cluster.stats` counts the replays).
+    (`agentrl.cluster_client`; `cluster.stats` counts the replays). Its endpoint methods are
+    `AsyncEnvClient`'s, method by method, over the same `_Wire` calls.
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
@@ -297,12 +244,60 @@ class EnvClient(_Api, contextlib.AbstractContextManager):
             holder_retry = _holder_retry(self.retry)
             self.cluster = SyncRoutes(base_url, lambda url: EnvClient(url, token=token, timeout=timeout,
                                                                       retry=holder_retry))
-            self._run = self.cluster.run  # type: ignore[method-assign]
             return
         self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token))
         self.steps = SyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
+    def health(self) -> dict[str, Any]:
+        return self._run(_Wire.health())
+
+    def list_envs(self) -> list[EnvSpec]:
+        """Every served env with its spaces, tool specs and defaults."""
+        return self._run(_Wire.envs())
+
+    def env_spec(self, env_id: str) -> EnvSpec:
+        return self._run(_Wire.env(env_id))
+
+    def create_episode(self, env_id: str, *, seed: int | None = None, options: dict[str, Any] | None = None,
+                       env_kwargs: dict[str, Any] | None = None) -> EpisodeCreated:
+        """A new episode of `env_id`: its id, first observation and info."""
+        return self._run(_Wire.create(env_id, seed, options, env_kwargs))
+
+    def reset_episode(self, episode_id: str, *, seed: int | None = None,
+                      options: dict[str, Any] | None = None) -> EpisodeCreated:
+        """Reset the episode's env in place, as `env.reset()` does locally."""
+        return self._run(_Wire.reset(episode_id, seed, options))
+
+    def step(self, episode_id: str, action: str, *, request_id: str | None = None) -> StepResult:
+        """One step. Concurrent steps of an `AsyncEnvClient` travel together, a frame at a time,
+        over its one connection."""
+        return self._run(_Wire.step(episode_id, action, request_id))
+
+    def step_batch(self, items: Sequence[tuple[str, str]]) -> list[StepResult | ServerError]:
+        """Step many episodes in one request; per item a `StepResult` or the `ServerError` it got."""
+        return self._run(_Wire.step_batch(items))
+
+    def episode_status(self, episode_id: str) -> EpisodeStatus:
+        return self._run(_Wire.status(episode_id))
+
+    def render(self, episode_id: str) -> str | None:
+        return self._run(_Wire.render(episode_id))
+
+    def close_episode(self, episode_id: str) -> bool:
+        return self._run(_Wire.close(episode_id))
+
+    def fork_episode(self, episode_id: str, n: int = 1) -> list[EpisodeForked]:
+        """n new episodes in this one's state, continuing exactly as it would, each with the latest
+        observation and info. All are made, or none."""
+        return self._run(_Wire.fork(episode_id, n))
+
+    def trajectory(self, episode_id: str) -> dict[str, Any]:
+        """The episode's trajectory record (`agentrl.trajectory/1`), its forks as children."""
+        return self._run(_Wire.trajectory(episode_id))
+
     def _run(self, call: Call[T]) -> T:
+        if self.cluster is not None:  # every call of a cluster's client goes through its router
+            return self.cluster.run(call)
         attempt, outcome = 0, self._send(call)
         while (wait := self.retry.delay(attempt, outcome)) is not None:  # retried as the policy says
             time.sleep(wait)
@@ -312,7 +307,7 @@ class EnvClient(_Api, contextlib.AbstractContextManager):
     def _send(self, call: Call[Any]) -> Answer | Exception:
         try:
             if call.step:
-                return self.steps.send(call.body)  # type: ignore[arg-type]
+                return self.steps.send(call.body)  # type: ignore[arg-type]  # a step call has a body
             return _answer(self.http.request(call.method, _url(self.http, call.path), **_request(call)))
         except httpx.TransportError as exc:
             return exc
@@ -328,7 +323,7 @@ class EnvClient(_Api, contextlib.AbstractContextManager):
         self.close()
 
 
-class AsyncEnvClient(_Api, contextlib.AbstractAsyncContextManager):
+class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
     """Asynchronous client for rollout workers: one coroutine per episode is the intended use.
 
     Episodes' calls (create, reset, step, close, fork) travel over one WebSocket, coalesced (see
@@ -336,7 +331,7 @@ class AsyncEnvClient(_Api, contextlib.AbstractAsyncContextManager):
     one pooled `httpx.AsyncClient`, through aiohttp's connection pool when `httpx-aiohttp` is
     installed (httpx's own pool slows down as busy connections grow, encode/httpx#3215).
     Use one client per event loop. `base_url` is one server's URL or a cluster's discovery URL,
-    as for `EnvClient`.
+    as for `EnvClient`, whose endpoint methods these are, as coroutines.
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
@@ -350,14 +345,63 @@ class AsyncEnvClient(_Api, contextlib.AbstractAsyncContextManager):
             holder_retry = _holder_retry(self.retry)
             self.cluster = AsyncRoutes(base_url, lambda url: AsyncEnvClient(
                 url, token=token, timeout=timeout, retry=holder_retry, max_connections=max_connections))
-            self._run = self.cluster.run  # type: ignore[method-assign]
             return
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_headers(token),
                                               limits=limits, transport=_pooled_transport(limits))
         self.steps = AsyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
 
+    async def health(self) -> dict[str, Any]:
+        return await self._run(_Wire.health())
+
+    async def list_envs(self) -> list[EnvSpec]:
+        """Every served env with its spaces, tool specs and defaults."""
+        return await self._run(_Wire.envs())
+
+    async def env_spec(self, env_id: str) -> EnvSpec:
+        return await self._run(_Wire.env(env_id))
+
+    async def create_episode(self, env_id: str, *, seed: int | None = None,
+                             options: dict[str, Any] | None = None,
+                             env_kwargs: dict[str, Any] | None = None) -> EpisodeCreated:
+        """A new episode of `env_id`: its id, first observation and info."""
+        return await self._run(_Wire.create(env_id, seed, options, env_kwargs))
+
+    async def reset_episode(self, episode_id: str, *, seed: int | None = None,
+                            options: dict[str, Any] | None = None) -> EpisodeCreated:
+        """Reset the episode's env in place, as `env.reset()` does locally."""
+        return await self._run(_Wire.reset(episode_id, seed, options))
+
+    async def step(self, episode_id: str, action: str, *, request_id: str | None = None) -> StepResult:
+        """One step. Concurrent steps of an `AsyncEnvClient` travel together, a frame at a time,
+        over its one connection."""
+        return await self._run(_Wire.step(episode_id, action, request_id))
+
+    async def step_batch(self, items: Sequence[tuple[str, str]]) -> list[StepResult | ServerError]:
+        """Step many episodes in one request; per item a `StepResult` or the `ServerError` it got."""
+        return await self._run(_Wire.step_batch(items))
+
+    async def episode_status(self, episode_id: str) -> EpisodeStatus:
+        return await self._run(_Wire.status(episode_id))
+
+    async def render(self, episode_id: str) -> str | None:
+        return await self._run(_Wire.render(episode_id))
+
+    async def close_episode(self, episode_id: str) -> bool:
+        return await self._run(_Wire.close(episode_id))
+
+    async def fork_episode(self, episode_id: str, n: int = 1) -> list[EpisodeForked]:
+        """n new episodes in this one's state, continuing exactly as it would, each with the latest
+        observation and info. All are made, or none."""
+        return await self._run(_Wire.fork(episode_id, n))
+
+    async def trajectory(self, episode_id: str) -> dict[str, Any]:
+        """The episode's trajectory record (`agentrl.trajectory/1`), its forks as children."""
+        return await self._run(_Wire.trajectory(episode_id))
+
     async def _run(self, call: Call[T]) -> T:
+        if self.cluster is not None:  # every call of a cluster's client goes through its router
+            return await self.cluster.run(call)
         attempt, outcome = 0, await self._send(call)
         while (wait := self.retry.delay(attempt, outcome)) is not None:
             await asyncio.sleep(wait)
@@ -367,7 +411,7 @@ class AsyncEnvClient(_Api, contextlib.AbstractAsyncContextManager):
     async def _send(self, call: Call[Any]) -> Answer | Exception:
         try:
             if call.step:
-                return await self.steps.send(call.body)  # type: ignore[arg-type]
+                return await self.steps.send(call.body)  # type: ignore[arg-type]  # a step call has a body
             response = await self.http.request(call.method, _url(self.http, call.path), **_request(call))
             return _answer(response)
         except httpx.TransportError as exc:

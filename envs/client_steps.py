@@ -208,8 +208,8 @@ class _AsyncConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        transport.write(self.link.outgoing())  # type: ignore[attr-defined]
+        self.transport = transport  # type: ignore[assignment]  # a stream connection: a Transport
+        transport.write(self.link.outgoing())  # type: ignore[attr-defined]  # as above
 
     def data_received(self, data: bytes) -> None:
         self._take(data)

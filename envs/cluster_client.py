@@ -242,7 +242,7 @@ class Router:
 
     def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any) -> Any:
         if verb == "step":
-            recipe.ops.append(("step", call.body["action"],  # type: ignore[index]
+            recipe.ops.append(("step", call.body["action"],  # type: ignore[index]  # a step call has a body
                                _digest(got.observation, got.reward, got.terminated, got.truncated)))
         elif verb == "reset":
             body = call.body or {}
@@ -306,7 +306,7 @@ class Router:
         `EpisodeLostError` where an answer differs from the one the caller received."""
         url = self._url(name)
         create = _Wire.create(recipe.env_id, recipe.seed, recipe.options, recipe.env_kwargs)
-        create = dataclasses.replace(create, body={**create.body, "replay_of": recipe.server_id})  # type: ignore[dict-item]
+        create = dataclasses.replace(create, body={**create.body, "replay_of": recipe.server_id})  # type: ignore[dict-item]  # has a body
         got = yield url, create
         if _is_loss(got):
             return None
@@ -384,7 +384,7 @@ class SyncRoutes:
         client = self.clients.get(url)
         if client is None:
             with self._lock:
-                client = self.clients.get(url) or self.clients.setdefault(url, self.connect(url))  # type: ignore[arg-type]
+                client = self.clients.get(url) or self.clients.setdefault(url, self.connect(url))  # type: ignore[arg-type]  # None: made at start
         return client._run(call)
 
     def run(self, call: Call[Any]) -> Any:
@@ -424,7 +424,7 @@ class AsyncRoutes:
             while True:
                 client = self.clients.get(target)
                 if client is None:
-                    client = self.clients[target] = self.connect(target)  # type: ignore[arg-type]
+                    client = self.clients[target] = self.connect(target)  # type: ignore[arg-type]  # None: made at start
                 try:
                     outcome = await client._run(request)
                 except (ServerError, httpx.TransportError) as exc:

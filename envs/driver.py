@@ -285,7 +285,7 @@ class AsyncEpisode(_EpisodeCore):
             return await self.client.trajectory(self.episode_id)
         if self.env is None:
             raise EpisodeOverError("no episode to record: call begin() first")
-        return await _in_thread(self.env.unwrapped.trajectory)  # type: ignore[attr-defined]
+        return await _in_thread(self.env.unwrapped.trajectory)  # type: ignore[attr-defined]  # as above
 
     async def close(self) -> None:
         """Delete the server-side episode, or close the local env, then the client if this episode

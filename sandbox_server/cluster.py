@@ -151,8 +151,8 @@ class _Routes:
         if not choices:
             states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
             raise CapacityError(f"no sandbox server of {self.base} is up (holders: {states})")
-        if self.near in choices:
-            return self.near  # type: ignore[return-value]
+        if self.near is not None and self.near in choices:
+            return self.near
         return min(choices, key=lambda n: (self.map[n].live_sandboxes + self.own.get(n, 0), n))
 
     def lose(self, name: str) -> None:
@@ -384,7 +384,7 @@ class SandboxCluster:
         if holder not in self._routes.map:
             raise SandboxNotFound(f"sandbox {sandbox_id}: its id names no server of {self._routes.base} "
                                   f"(servers: {', '.join(self._routes.map) or 'none'})")
-        return self._client(holder).get(sandbox_id)  # type: ignore[arg-type]
+        return self._client(holder).get(sandbox_id)  # type: ignore[arg-type]  # in the map: not None
 
     def list(self) -> list[Any]:
         """The caller's open sandboxes on every server that is up."""
@@ -458,7 +458,7 @@ class AsyncSandboxCluster:
         if holder not in self._routes.map:
             raise SandboxNotFound(f"sandbox {sandbox_id}: its id names no server of {self._routes.base} "
                                   f"(servers: {', '.join(self._routes.map) or 'none'})")
-        return await self._client(holder).get(sandbox_id)  # type: ignore[arg-type]
+        return await self._client(holder).get(sandbox_id)  # type: ignore[arg-type]  # in the map: not None
 
     async def list(self) -> list[Any]:
         await _drive_async(self._routes.refresh(force=True), self)

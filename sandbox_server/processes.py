@@ -72,7 +72,7 @@ class Holder:
     restarts: int = 0
 
     def info(self) -> SandboxHolderInfo:
-        return SandboxHolderInfo(holder=self.name, url=self.url, state=self.state,  # type: ignore[arg-type]
+        return SandboxHolderInfo(holder=self.name, url=self.url, state=self.state,  # type: ignore[arg-type]  # one of its states
                                  live_sandboxes=self.live_sandboxes)
 
 

@@ -171,8 +171,8 @@ class StepFastPath:
         except ValidationError:
             return await self.app(scope, _replay(body, receive), send)
         try:
-            out = await (self.step_one(episode_id, req) if episode_id is not None  # type: ignore[arg-type]
-                         else self.step_batch(req))  # type: ignore[arg-type]
+            out = await (self.step_one(episode_id, req) if episode_id is not None  # type: ignore[arg-type]  # a StepAction here
+                         else self.step_batch(req))  # type: ignore[arg-type]  # a BatchStep here
         except ApiError as exc:
             self.metrics.errors.labels(exc.code).inc()
             response = _error_response(exc.status, exc.code, exc.message, exc.headers)

@@ -106,7 +106,7 @@ class NodeSandboxes:
             holder = holder_name(node["NodeID"])
             if holder in self.servers:
                 continue
-            actor = self._remote.options(  # type: ignore[attr-defined]
+            actor = self._remote.options(  # type: ignore[attr-defined]  # an actor class has it; ray's stubs miss it
                 name=f"agentrl-sandbox-{holder}", namespace=NAMESPACE, num_cpus=0, max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
             ).remote(holder, self.host, self.token, self.pool_size, self.max_sandboxes, self.log_level)
