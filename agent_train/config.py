@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass
@@ -30,8 +30,8 @@ class TrainConfig:
     # GRPO
     lr: float = 1e-6
     weight_decay: float = 0.0
-    advantage: str = "std"  # "std" (GRPO) or "mean" (Dr. GRPO)
-    zero_variance: str = "skip"  # "skip" or "keep" (zero advantage)
+    advantage: Literal["std", "mean"] = "std"  # GRPO, or Dr. GRPO
+    zero_variance: Literal["skip", "keep"] = "skip"  # or keep, with zero advantage
     clip_low: float = 0.2
     clip_high: float = 0.28
     aggregation: str = "token-mean"  # "seq-mean", "token-mean" or "constant"

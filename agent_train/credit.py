@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -58,8 +58,9 @@ class Credit:
     sample's advantage (a number, or one per turn), whether it is kept, and the levels' metrics."""
 
     samples: list[list[Episode]]
-    advantages: list[list[Advantage]]
-    keep: list[list[bool]]
+    # GRPO's (groups, G) tensors as `group_advantages` gives them, or per sample a list of per-turn values
+    advantages: torch.Tensor | Sequence[Sequence[Advantage]]
+    keep: torch.Tensor | Sequence[Sequence[bool]]
     metrics: dict[str, float]
 
 

@@ -126,8 +126,9 @@ class RolloutProducer:
             self._cond.notify_all()
         if self._job is not None and not self._job.done():
             self.run(self._cancel(self._task))  # the task ends before its loop stops
-        if hasattr(self.backend, "aclose"):
+        aclose = getattr(self.backend, "aclose", None)  # a batching backend runs a task of its own
+        if aclose is not None:
             with contextlib.suppress(Exception):
-                self.run(self.backend.aclose())
+                self.run(aclose())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)

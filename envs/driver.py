@@ -269,9 +269,11 @@ class AsyncEpisode(_EpisodeCore):
         else:
             assert self.env is not None
             env = self.env.unwrapped
-            if not callable(getattr(env, "fork", None)):
+            fork = getattr(env, "fork", None)
+            if not callable(fork):
                 raise TypeError(f"{type(env).__name__} cannot fork: it has no fork(n) method")
-            for child, forked_env in zip(children, await _in_thread(env.fork, n), strict=True):
+            forked_envs: list[Any] = await _in_thread(fork, n)  # type: ignore[assignment]  # TextEnv.fork's list
+            for child, forked_env in zip(children, forked_envs, strict=True):
                 child.env = forked_env
         for child in children:
             child.outcome, child.forced_done = copy.deepcopy(outcome), False
