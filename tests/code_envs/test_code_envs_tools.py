@@ -252,7 +252,7 @@ def test_info_names_the_task_and_hides_the_rest(docker_backend):
             env.close()
 
     plain = info_of(3)
-    assert set(plain) == {"task_id", "tools", "turn"}
+    assert set(plain) == {"task_id", "tools", "turn", "state_hash"}  # the hash: of the workspace
     assert plain["task_id"] == info_of(3)["task_id"] != info_of(4)["task_id"]
     operator = info_of(3, privileged_info=True)
     assert operator["task_id"] == plain["task_id"]
