@@ -8,7 +8,7 @@ collected groups are the same however the episodes interleave.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import queue
 import threading
 import time
@@ -128,7 +128,9 @@ class RolloutProducer:
             self.run(self._cancel(self._task))  # the task ends before its loop stops
         aclose = getattr(self.backend, "aclose", None)  # a batching backend runs a task of its own
         if aclose is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self.run(aclose())
+            except Exception:  # the loop must still stop and the thread end: said, not raised
+                logging.getLogger(__name__).warning("closing the generation backend failed", exc_info=True)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
