@@ -20,7 +20,7 @@ from agentrl.core.fork import copy_env, replay_env
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
-from agentrl.core.state_hash import state_hash
+from agentrl.core.state_hash import state_hash, text_digest
 from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
 from agentrl.core.trajectory import StateChange, Trace, call_record, record
 
@@ -279,7 +279,10 @@ class ToolEnv(TextEnv):
         """The task, the set of tool results shown (a set: the order they came in does not change
         what the agent knows; kept as digests) and the world's own state (`_world_state`)."""
         assert self._trace is not None, "the state of an episode that has not been reset"
-        return {"task": self._trace.observation, "shown": self._shown, "world": self._world_state()}
+        task = self._trace.observation
+        if self._task_digest[0] is not task:  # once per episode: the task text is long, its digest short
+            self._task_digest = (task, text_digest(task))
+        return {"task": self._task_digest[1], "shown": self._shown, "world": self._world_state()}
 
     # --- shared machinery ------------------------------------------------------------------
     @classmethod
@@ -306,6 +309,7 @@ class ToolEnv(TextEnv):
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
         self._shown: set[str] = set()  # digests of the tool results shown so far (see `_state`)
+        self._task_digest: tuple[str | None, str] = (None, "")  # the task text and its digest
         specs = self._trace_tools()
         observation = (
             f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
@@ -351,7 +355,7 @@ class ToolEnv(TextEnv):
                 self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
-            self._shown.add(state_hash(responses[-1]))  # its digest: a step hashes the set, not the texts
+            self._shown.add(text_digest(responses[-1]))  # its digest: a step hashes the set, not the texts
             calls.append({"name": item.name, "ok": True})
             self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode

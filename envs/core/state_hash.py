@@ -33,6 +33,12 @@ def canonical(state: Any) -> str:
     return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
 
 
+def text_digest(text: str) -> str:
+    """blake2b (16 bytes, hex) of a text's UTF-8 bytes: a long text (the task, a tool result) is hashed
+    once, and a state then carries its digest, not the text (json would re-escape it at every step)."""
+    return hashlib.blake2b(text.encode(), digest_size=DIGEST_BYTES).hexdigest()
+
+
 def state_hash(state: Any) -> str:
     """blake2b (16 bytes, hex) of the state's canonical JSON."""
     return hashlib.blake2b(canonical(state).encode(), digest_size=DIGEST_BYTES).hexdigest()
