@@ -7,6 +7,7 @@ tool-calling action format on top, so a concrete env only defines its world and 
 
 from __future__ import annotations
 
+import bisect
 import copy
 import functools
 import json
@@ -20,7 +21,7 @@ from agentrl.core.fork import copy_env, replay_env
 from agentrl.core.parsing import ParseFailure, parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
-from agentrl.core.state_hash import state_hash, text_digest
+from agentrl.core.state_hash import canonical, state_hash, text_digest
 from agentrl.core.tools import Tool, ToolError, collect_tools, tool_response
 from agentrl.core.trajectory import StateChange, Trace, call_record, record
 
@@ -275,14 +276,17 @@ class ToolEnv(TextEnv):
         None for envs whose world is the task alone."""
         return None
 
-    def _state(self) -> Any:
+    def _state(self) -> str:
         """The task, the set of tool results shown (a set: the order they came in does not change
-        what the agent knows; kept as digests) and the world's own state (`_world_state`)."""
+        what the agent knows) and the world's own state (`_world_state`), as one line: the digests of
+        the task and of each result (fixed-length hex, sorted), then the world's canonical JSON. A line
+        is hashed in a microsecond where the same as a JSON object takes several, at every step."""
         assert self._trace is not None, "the state of an episode that has not been reset"
         task = self._trace.observation
         if self._task_digest[0] is not task:  # once per episode: the task text is long, its digest short
             self._task_digest = (task, text_digest(task))
-        return {"task": self._task_digest[1], "shown": self._shown, "world": self._world_state()}
+        world = self._world_state()
+        return " ".join([self._task_digest[1], *self._shown, "|", "" if world is None else canonical(world)])
 
     # --- shared machinery ------------------------------------------------------------------
     @classmethod
@@ -308,7 +312,7 @@ class ToolEnv(TextEnv):
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         task, info = self._reset_world(options)
-        self._shown: set[str] = set()  # digests of the tool results shown so far (see `_state`)
+        self._shown: list[str] = []  # the digests of the tool results shown so far, sorted (`_state`)
         self._task_digest: tuple[str | None, str] = (None, "")  # the task text and its digest
         specs = self._trace_tools()
         observation = (
@@ -355,7 +359,10 @@ class ToolEnv(TextEnv):
                 self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
-            self._shown.add(text_digest(responses[-1]))  # its digest: a step hashes the set, not the texts
+            digest = text_digest(responses[-1])  # a step hashes the set of digests, not the texts
+            at = bisect.bisect_left(self._shown, digest)
+            if self._shown[at:at + 1] != [digest]:
+                self._shown.insert(at, digest)
             calls.append({"name": item.name, "ok": True})
             self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode

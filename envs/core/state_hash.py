@@ -30,7 +30,11 @@ def _plain(value: Any) -> Any:
 
 def canonical(state: Any) -> str:
     """One text per state: keys sorted, sets sorted, no whitespace."""
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    return _ENCODER.encode(state)
+
+
+# one encoder for every step: `json.dumps` with options builds a new one per call
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
 
 
 def text_digest(text: str) -> str:
