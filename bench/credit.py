@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=None, help="a cap on steps whatever the budget")
     parser.add_argument("--sft-episodes", type=int, default=None)
     parser.add_argument("--sft-epochs", type=int, default=2)
+    parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per mode")
     parser.add_argument("--groups", type=int, default=4, help="tasks per step")
     parser.add_argument("--group-size", type=int, default=8)
@@ -131,7 +132,7 @@ def main() -> None:
             data=str(data),
             out_dir=str(out / "sft"),
             epochs=args.sft_epochs,
-            lr=5e-5,
+            lr=args.sft_lr,
             micro_batch=8,
             max_tokens=768,
         ),
