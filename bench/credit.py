@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--sft-episodes", type=int, default=None)
     parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
+    parser.add_argument("--sft-batch", type=int, default=8, help="SFT episodes per optimizer step")
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per mode")
     parser.add_argument("--groups", type=int, default=4, help="tasks per step")
     parser.add_argument("--group-size", type=int, default=8)
@@ -133,7 +134,7 @@ def main() -> None:
             out_dir=str(out / "sft"),
             epochs=args.sft_epochs,
             lr=args.sft_lr,
-            micro_batch=8,
+            micro_batch=args.sft_batch,
             max_tokens=768,
         ),
         policy=policy,
