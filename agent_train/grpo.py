@@ -127,18 +127,29 @@ def grpo_loss(
 def token_logprobs(
     logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0, suppress_ids: list[int] | None = None
 ) -> torch.Tensor:
-    """Logprob of ids[:, t] under logits[:, t-1]; position 0 (no context) gets 0.
+    """Logprob of ids[:, t] under logits[:, t-1]; position 0 (no context) gets 0."""
+    out = next_token_logprobs(logits[:, :-1], ids[:, 1:], temperature, suppress_ids)
+    return torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)
+
+
+def next_token_logprobs(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    suppress_ids: list[int] | None = None,
+) -> torch.Tensor:
+    """Logprob of each `targets` id under the `logits` (..., vocab) that predicted it.
 
     Applies what the sampler applied (temperature, never-sampled ids) so that recomputed
     logprobs are those of the distribution the tokens were drawn from. float32 throughout,
-    which is what bf16 logits need to stay accurate.
+    which is what bf16 logits need to stay accurate. Any leading shape: a batch of sequences
+    (`token_logprobs`) or only the positions that are trained (`update.sequence_logprobs`).
     """
-    logits = logits[:, :-1].float() / temperature
+    logits = logits.float() / temperature
     if suppress_ids:
-        logits = logits.index_fill(2, torch.tensor(suppress_ids, device=logits.device), float("-inf"))
-    picked = torch.gather(logits, 2, ids[:, 1:, None]).squeeze(-1)
-    out = picked - torch.logsumexp(logits, dim=-1)
-    return torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)
+        logits = logits.index_fill(-1, torch.tensor(suppress_ids, device=logits.device), float("-inf"))
+    picked = torch.gather(logits, -1, targets[..., None]).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
 
 
 def step_loss(

@@ -1,7 +1,9 @@
 """One policy update: the trained samples as padded tensors, and one optimizer step on them.
 
 What is aggregated how (tokens, sequences, the importance weights' cap) is `grpo.py`'s; this
-module only batches, recomputes logprobs and steps the optimizer.
+module only batches, recomputes logprobs and steps the optimizer. Logits are computed only where
+they are used (the positions that predict a trained token), and the old logprobs come from the loss
+pass itself when the policy cannot move in between (`optimize`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import torch
 
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.credit import Advantage, advantage_tensor
-from agentrl.agent_train.grpo import step_loss, token_logprobs
+from agentrl.agent_train.grpo import next_token_logprobs, step_loss
 from agentrl.agent_train.rollout import Episode
 
 
@@ -59,18 +61,66 @@ def select_samples(
     return chosen, chosen_adv, stale
 
 
+# Causal LMs whose logits are exactly `lm_head(base_model(...).last_hidden_state)`: no softcapping or
+# scaling after the head (Gemma2, Granite and Cohere have one), so the head can run on a few positions.
+PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "olmo2"})
+
+
+def output_head(model: Any) -> torch.nn.Module | None:
+    """The output head that maps the body's last hidden states to logits, where the model is one
+    whose logits are that head's output and nothing more; None for any other (full logits then)."""
+    if getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
+        return None
+    head = model.get_output_embeddings()
+    return head if isinstance(head, torch.nn.Linear) and model.base_model is not model else None
+
+
+def has_dropout(model: Any) -> bool:
+    """Whether a forward pass in train mode can differ from one in eval mode: a dropout module with
+    p > 0, or a dropout probability in the config (Llama's attention dropout is functional, no module)."""
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return True
+    config = model.config.to_dict() if hasattr(model, "config") else {}
+    return any(
+        ("dropout" in key or "pdrop" in key) and isinstance(value, (int, float)) and value > 0
+        for key, value in config.items()
+    )
+
+
 def sequence_logprobs(
     model: Any,
     ids: torch.Tensor,
     attention: torch.Tensor,
+    trained: torch.Tensor,
     temperature: float,
     autocast: bool,
     suppress_ids: list[int] | None = None,
 ) -> torch.Tensor:
+    """Logprob of each trained token (`trained` > 0) under `model`, shape (n, width), 0 elsewhere.
+
+    The output head (a vocabulary-wide matmul, most of a small model's cost) runs only at the
+    positions that predict a trained token, not at every prompt and tool-output position; a model
+    without a separable head (`output_head`) computes full logits and keeps the trained positions.
+    """
     device = next(model.parameters()).device
+    ids, attention, trained = ids.to(device), attention.to(device), trained.to(device) > 0
+    head = output_head(model)
+    rows, cols = trained[:, 1:].nonzero(as_tuple=True)  # position cols predicts token cols + 1
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
-    return token_logprobs(logits, ids.to(device), temperature, suppress_ids)
+        if head is None:
+            logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits[rows, cols]
+        else:
+            body = model.base_model(input_ids=ids, attention_mask=attention, use_cache=False)
+            logits = head(body.last_hidden_state[rows, cols])
+    picked = next_token_logprobs(logits, ids[rows, cols + 1], temperature, suppress_ids)
+    return torch.zeros(ids.shape, dtype=picked.dtype, device=device).index_put((rows, cols + 1), picked)
+
+
+def importance_weights(
+    old: torch.Tensor, behav: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Truncated importance weights of tokens sampled by an older policy than `old`'s, 0 where untrained."""
+    return torch.clamp(torch.exp(old - behav), max=cap) * mask
 
 
 def optimize(
@@ -82,47 +132,55 @@ def optimize(
     autocast: bool,
     suppress: list[int],
 ) -> dict[str, float]:
+    """`cfg.epochs_per_step` optimizer steps on `batch`; returns the last step's stats.
+
+    With one optimizer step per batch the policy cannot move between the old-logprob pass and the
+    loss pass, so the old logprobs are the loss pass's own, detached (one forward instead of two).
+    That is exact only when the two passes compute the same function: the loss pass runs in train
+    mode, which for a model without dropout changes nothing (no batch norm in a causal LM); a model
+    with any dropout keeps the separate pass (its old logprobs are those of the mode it is in).
+    """
     n = batch["ids"].shape[0]
     device = next(policy.parameters()).device
     micro = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
     b = {k: v.to(device) for k, v in batch.items()}
+
+    def logprobs(model: Any, s: slice) -> torch.Tensor:
+        return sequence_logprobs(
+            model, b["ids"][s], b["attention"][s], b["mask"][s], cfg.temperature, autocast, suppress
+        )
+
+    one_pass = cfg.recompute_logprobs and cfg.epochs_per_step == 1 and not has_dropout(policy)
+    old: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
     # Tokens from older policies than the current one get a truncated importance weight.
     with torch.no_grad():
-        if cfg.recompute_logprobs:
-            old = torch.cat(
-                [
-                    sequence_logprobs(
-                        policy, b["ids"][s], b["attention"][s], cfg.temperature, autocast, suppress
-                    )
-                    for s in micro
-                ]
-            )
-        else:
-            old = b["behav_logp"]
-        weights = torch.clamp(torch.exp(old - b["behav_logp"]), max=cfg.is_cap) * b["mask"]
-        ref_logp = None
-        if ref is not None:
-            ref_logp = torch.cat(
-                [
-                    sequence_logprobs(
-                        ref, b["ids"][s], b["attention"][s], cfg.temperature, autocast, suppress
-                    )
-                    for s in micro
-                ]
-            )
+        if not one_pass:
+            if cfg.recompute_logprobs:
+                old = torch.cat([logprobs(policy, s) for s in micro])
+            else:
+                old = b["behav_logp"]
+            weights = importance_weights(old, b["behav_logp"], b["mask"], cfg.is_cap)
+        ref_logp = None if ref is None else torch.cat([logprobs(ref, s) for s in micro])
     total_tokens = float(b["mask"].sum().clamp_min(1))
     stats: dict[str, float] = {}
     policy.train()
     for _ in range(cfg.epochs_per_step):
         optimizer.zero_grad(set_to_none=True)
-        loss_sum, parts = 0.0, []
+        loss_sum, parts, olds, weight_parts = 0.0, [], [], []
         for s in micro:
-            logp = sequence_logprobs(
-                policy, b["ids"][s], b["attention"][s], cfg.temperature, autocast, suppress
-            )
+            logp = logprobs(policy, s)
+            if one_pass:
+                old_s = logp.detach()
+                weights_s = importance_weights(old_s, b["behav_logp"][s], b["mask"][s], cfg.is_cap)
+                olds.append(old_s)
+                weight_parts.append(weights_s)
+            else:
+                old_s, weights_s = old[s], weights[s]
+            # step_loss scales by the whole step's mask only: each micro-batch needs its own weights alone
             loss, part = step_loss(
                 logp,
-                old[s],
+                old_s,
                 b["adv"][s],
                 b["mask"][s],
                 aggregation=cfg.aggregation,
@@ -132,11 +190,13 @@ def optimize(
                 clip_high=cfg.clip_high,
                 ref_logp=None if ref_logp is None else ref_logp[s],
                 kl_coef=cfg.kl_coef,
-                is_weights=weights[s],
+                is_weights=weights_s,
             )
             loss.backward()
             loss_sum += float(loss.detach())
             parts.append(part)
+        if one_pass:
+            old, weights = torch.cat(olds), torch.cat(weight_parts)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
         optimizer.step()
         stats = {
