@@ -98,6 +98,8 @@ def main() -> None:
     parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--sft-batch", type=int, default=8, help="SFT episodes per optimizer step")
+    parser.add_argument("--sft-checkpoint", default=None,
+                        help="start every mode from this SFT checkpoint (a folder sft wrote), no new SFT")
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per mode")
     parser.add_argument("--groups", type=int, default=4, help="tasks per step")
     parser.add_argument("--group-size", type=int, default=8)
@@ -122,24 +124,29 @@ def main() -> None:
     env_kwargs = {"max_turns": 2}  # two searches, then a turn that must answer
 
     t = time.perf_counter()
-    data = out / "search_oracle.jsonl"
-    counts = export_search_sft(data, range(n_sft), env_kwargs, split="train")
-    if model_spec.startswith("tiny"):
-        policy, tokenizer = load_model(model_spec, ENV, "cpu", 0, **env_kwargs)
+    if args.sft_checkpoint:  # an earlier run's SFT: the same starting point, without its cost
+        policy, tokenizer = load_pretrained(args.sft_checkpoint, "cpu", dtype=torch.float32)
+        sft_note = f"SFT checkpoint {args.sft_checkpoint}"
     else:
-        policy, tokenizer = load_pretrained(model_spec, "cpu", dtype=torch.float32)
-    sft(
-        SFTConfig(
-            data=str(data),
-            out_dir=str(out / "sft"),
-            epochs=args.sft_epochs,
-            lr=args.sft_lr,
-            micro_batch=args.sft_batch,
-            max_tokens=768,
-        ),
-        policy=policy,
-        tokenizer=tokenizer,
-    )
+        data = out / "search_oracle.jsonl"
+        counts = export_search_sft(data, range(n_sft), env_kwargs, split="train")
+        if model_spec.startswith("tiny"):
+            policy, tokenizer = load_model(model_spec, ENV, "cpu", 0, **env_kwargs)
+        else:
+            policy, tokenizer = load_pretrained(model_spec, "cpu", dtype=torch.float32)
+        sft(
+            SFTConfig(
+                data=str(data),
+                out_dir=str(out / "sft"),
+                epochs=args.sft_epochs,
+                lr=args.sft_lr,
+                micro_batch=args.sft_batch,
+                max_tokens=768,
+            ),
+            policy=policy,
+            tokenizer=tokenizer,
+        )
+        sft_note = f"SFT checkpoint ({counts['written']} oracle episodes)"
     sft_s = time.perf_counter() - t
     checkpoint = copy.deepcopy(policy.state_dict())
     base = TrainConfig(
@@ -167,7 +174,7 @@ def main() -> None:
     )
     sft_eval = evaluate_policy(dataclasses.replace(base, out_dir=str(out / "sft-eval")), policy, tokenizer)
     sft_success = sft_eval["scores"]["eval_success"]
-    console.print(f"SFT checkpoint ({counts['written']} oracle episodes): held-out success {sft_success:.3f}")
+    console.print(f"{sft_note}: held-out success {sft_success:.3f}")
 
     runs: dict[str, dict[str, Any]] = {}
     roots = args.groups * args.group_size
