@@ -38,7 +38,6 @@ import os
 import platform
 import re
 import signal
-import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
@@ -55,12 +54,12 @@ from agentrl.cluster_client import EpisodeLostError
 from agentrl.server.local import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import processes  # bench/processes.py: servers started, awaited and stopped
 import sandbox_processes  # bench/sandbox_processes.py: a sandbox server on a free loopback port
 
 ECHO, FLIGHTS, BASH = "agentrl/Echo-v0", "agentrl/Flights-v0", "agentrl/Bash-v0"
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0"}
-START_TIMEOUT_S = 300.0
 
 
 def action(env_id: str, i: int) -> str:
@@ -84,31 +83,10 @@ def served(kind: str, envs: tuple[str, ...], extra: tuple[str, ...] = ()):
     for env_id in envs:
         args += ["--env", env_id]
     args += list(extra)
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, **RAY_ENV})
     base = f"http://127.0.0.1:{port}"
     url = base if kind == "single" else f"{base}/v1/cluster"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{kind} did not start: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                r = httpx.get(url if kind != "single" else f"{base}/health", timeout=5)
-                if r.status_code == 200 and (kind == "single" or
-                                             all(h["state"] == "up" for h in r.json()["holders"])):
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    with processes.started(args, lambda: processes.answers(url), env={**os.environ, **RAY_ENV}):
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _steps_per_s(url: str, env_id: str, episodes: int, seconds: float) -> float:

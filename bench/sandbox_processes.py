@@ -20,22 +20,23 @@ import asyncio
 import multiprocessing
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
 from agentrl.sandbox_server.discovery import cpu_count
 from agentrl.sandbox_server.processes import free_port
 
-START_TIMEOUT_S = 300.0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import processes as bench_processes  # bench/processes.py: servers started, awaited and stopped
+
+START_TIMEOUT_S = bench_processes.START_TIMEOUT_S
 
 
 @contextmanager
@@ -46,32 +47,10 @@ def served(processes: int, max_sandboxes: int):
             "--max-sandboxes", str(max_sandboxes)]
     if processes > 1:
         args += ["--processes", str(processes)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the sandbox server did not start: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                if processes == 1:
-                    ready = httpx.get(f"{url}/health", timeout=5).status_code == 200
-                else:
-                    holders = httpx.get(f"{url}/v1/cluster", timeout=5).json()["holders"]
-                    ready = all(h["state"] == "up" for h in holders)
-                if ready:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    ready_url = url if processes == 1 else f"{url}/v1/cluster"
+    with bench_processes.started(args, lambda: bench_processes.answers(ready_url), stop_timeout_s=120):
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any,
