@@ -1,7 +1,8 @@
 """Benchmark of agentrl on more than one core: one server process against a cluster of two, in one run.
 
     .venv/bin/python bench/cluster.py            # full run (~10 minutes on a quiet two-core machine)
-    .venv/bin/python bench/cluster.py --quick    # short run (~3 minutes), Echo-v0 at 16 episodes
+    .venv/bin/python bench/cluster.py --quick    # short run (~3 minutes), Echo-v0 at 16 episodes,
+                                                 # 4 Bash-v0 episodes of 5 steps in the Bash-v0 row
 
 Measures, through one `AsyncEnvClient` in this process (one coroutine per episode awaiting `step`,
 as every framework drives episodes; the client shares the machine's cores with the servers, as a
@@ -13,25 +14,35 @@ the ratios to the baseline and of Ray to plain processes;
 step (the client's own count: replay time over replayed steps);
 (3) step latency in the second a holder is killed (SIGKILL) at 256 live Echo-v0 episodes, against
 the p99 of the seconds before, and the episodes lost (the aim: 0);
+(3b) what a replay costs for Bash-v0 (its sandboxes on a sandbox server on loopback): Bash-v0
+episodes whose holder is SIGKILLed with steps in flight, half of them having read the clock (a step
+no replay can repeat exactly); ms per replayed step (a new sandbox, then every step again), the
+episodes replayed, those that raised `EpisodeLostError` (by reason) and those lost silently: an
+episode that went on in a state not its own (its last step reads back its shell variable, working
+directory, file and step count), or that failed otherwise (the aim: 0);
 (4) memory per worker: the RSS of each holder idle and with 1,000 live Flights-v0 episodes split
 over the holders (one process, then two), and what 1,000 episodes cost a holder.
 The sandbox server's own rows (execs/s with one and two processes) are `bench/sandbox_processes.py`.
 Each row records the load average of the machine. Everything talks over loopback only; Ray runs as
-a local cluster bound to 127.0.0.1.
+a local cluster bound to 127.0.0.1. The Bash-v0 row needs a Docker engine and the sandbox image
+(`bash docker/engine.sh`); `--no-bash` leaves it out.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import json
 import os
 import platform
+import re
 import signal
-import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -39,12 +50,16 @@ from rich.console import Console
 from rich.table import Table
 
 from agentrl.client import AsyncEnvClient
+from agentrl.cluster_client import EpisodeLostError
 from agentrl.server.local import free_port
 
-ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import processes  # bench/processes.py: servers started, awaited and stopped
+import sandbox_processes  # bench/sandbox_processes.py: a sandbox server on a free loopback port
+
+ECHO, FLIGHTS, BASH = "agentrl/Echo-v0", "agentrl/Flights-v0", "agentrl/Bash-v0"
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0"}
-START_TIMEOUT_S = 300.0
 
 
 def action(env_id: str, i: int) -> str:
@@ -55,9 +70,9 @@ def action(env_id: str, i: int) -> str:
 
 
 @contextmanager
-def served(kind: str, envs: tuple[str, ...]):
+def served(kind: str, envs: tuple[str, ...], extra: tuple[str, ...] = ()):
     """A server (`single`), a cluster of two processes (`processes`) or of two Ray actors (`ray`) on a
-    free loopback port; yields the URL a client is given."""
+    free loopback port, given `extra` arguments too; yields the URL a client is given."""
     port = free_port()
     args = [sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--no-ui",
             "--max-episodes", "2048", "--idle-ttl", "7200"]
@@ -67,31 +82,11 @@ def served(kind: str, envs: tuple[str, ...]):
         args += ["--ray"]
     for env_id in envs:
         args += ["--env", env_id]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, **RAY_ENV})
+    args += list(extra)
     base = f"http://127.0.0.1:{port}"
     url = base if kind == "single" else f"{base}/v1/cluster"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{kind} did not start: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                r = httpx.get(url if kind != "single" else f"{base}/health", timeout=5)
-                if r.status_code == 200 and (kind == "single" or
-                                             all(h["state"] == "up" for h in r.json()["holders"])):
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    with processes.started(args, lambda: processes.answers(url), env={**os.environ, **RAY_ENV}):
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _steps_per_s(url: str, env_id: str, episodes: int, seconds: float) -> float:
@@ -194,6 +189,110 @@ async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> 
             "lost": lost + stats.lost}
 
 
+def bash_call(command: str) -> str:
+    call = {"name": "execute_bash", "arguments": {"command": command}}
+    return f"<tool_call>{json.dumps(call)}</tool_call>"
+
+
+def bash_script(k: int, steps: int, clocked: bool) -> tuple[list[str], str]:
+    """Episode `k`'s `steps` actions, and what its last one must print: the shell variable, working
+    directory and file its first step set, and how many lines the steps between appended. Step 1
+    reads the clock where `clocked` (its replay answers differently), else lists the directory."""
+    first = f"cd /workspace && mkdir -p w && echo line{k} > w/f && export N=ep{k}"
+    actions = [first, "date +%s%N" if clocked else "ls w"]
+    actions += [f"echo {i} >> w/log && wc -l < w/log" for i in range(2, steps - 1)]
+    actions.append('echo "$N:$(pwd):$(cat w/f):$(wc -l < w/log)"')
+    return [bash_call(a) for a in actions], f"ep{k}:/workspace:line{k}:{steps - 3}"
+
+
+def lost_reason(reason: str) -> str:
+    """`EpisodeLostError.reason` without what names one episode (the action of the step that differs)."""
+    differs = re.match(r"replayed on another server, (.+?) of \S+ answered differently", reason)
+    if differs:
+        return re.sub(r" \(.*\)$", "", differs.group(1)) + " answered differently"
+    return reason
+
+
+async def _bash_kill_run(url: str, episodes: int, steps: int, kill_after: int) -> dict[str, Any]:
+    """`episodes` Bash-v0 episodes of `steps` steps: all take their first two steps (setup, then the
+    clock or not), then step on freely; after episode 0's step `kill_after` its holder is SIGKILLed
+    with the others' steps in flight. On each holder every second episode reads the clock, so the
+    killed holder has episodes of both kinds."""
+    client = AsyncEnvClient(url)
+    made = await asyncio.gather(*(client.create_episode(BASH, seed=k, options={"family": "count_files"})
+                                  for k in range(episodes)))
+    per_holder: dict[str, int] = collections.Counter()
+    scripts = []
+    for k, m in enumerate(made):
+        holder = m.episode_id.partition(".")[0]
+        scripts.append(bash_script(k, steps, clocked=per_holder[holder] % 2 == 1))
+        per_holder[holder] += 1
+    arrived, all_set_up = set(), asyncio.Event()
+
+    def arrive(k: int) -> None:  # once per episode, set up or failed: no episode waits for a lost one
+        arrived.add(k)
+        if len(arrived) == episodes:
+            all_set_up.set()
+
+    reasons: dict[str, int] = collections.Counter()
+    silent = 0
+
+    async def one(k: int) -> None:
+        nonlocal silent
+        actions, want = scripts[k]
+        eid = made[k].episode_id
+        try:
+            for i, act in enumerate(actions):
+                result = await client.step(eid, act)
+                if i == 1:  # every clock read before the kill: the replays must meet it
+                    arrive(k)
+                    await all_set_up.wait()
+                if i == kill_after and k == 0:
+                    victim = eid.partition(".")[0]
+                    holder = next(h for h in client.cluster.router.map.values() if h.holder == victim)
+                    os.kill(_holder_pid(holder.url), signal.SIGKILL)
+                if result.terminated or result.truncated:
+                    raise RuntimeError(f"Bash-v0 episode {eid} ended at step {i + 1} of {steps}")
+            if want not in result.observation:
+                silent += 1  # it went on in a state not its own
+            await client.close_episode(eid)
+        except EpisodeLostError as exc:
+            reasons[lost_reason(exc.reason)] += 1
+        except Exception as exc:  # counted, and told: any other failure loses the episode as surely
+            print(f"Bash-v0 episode {eid} failed: {exc!r}", flush=True)
+            silent += 1
+        finally:
+            arrive(k)
+
+    await asyncio.gather(*(one(k) for k in range(episodes)))
+    stats = client.cluster.stats
+    await client.aclose()
+    if stats.lost != sum(reasons.values()):
+        raise RuntimeError(f"the client counts {stats.lost} lost episodes, its callers saw {reasons}")
+    return {"replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
+            "ms_per_replayed_step": stats.seconds / max(stats.steps, 1) * 1e3,
+            "episode_lost_error": sum(reasons.values()), "reasons": dict(reasons), "silent": silent}
+
+
+def bash_kill_table(episodes: int, steps: int, kill_after: int) -> tuple[Table, int]:
+    """The Bash-v0 kill row, on two env-server processes over one sandbox server; and its silent losses."""
+    table = Table(title="Bash-v0 episodes whose holder is killed (SIGKILL), 2 processes, 1 sandbox server")
+    for col in ("env", "live episodes", "steps each", "replayed episodes", "replayed steps",
+                "ms per replayed step", "EpisodeLostError", "by reason", "lost silently", "load avg"):
+        table.add_column(col, justify="right")
+    with sandbox_processes.served(1, 2 * episodes + 8) as sandbox_url:
+        kwargs = json.dumps({"sandbox_url": sandbox_url, "command_timeout_s": 30})
+        with served("processes", (BASH,), ("--env-kwargs", f"{BASH}={kwargs}")) as url:
+            got = asyncio.run(_bash_kill_run(url, episodes, steps, kill_after))
+    row = ["Bash-v0", str(episodes), str(steps), str(got["replayed_episodes"]), str(got["replayed_steps"]),
+           f"{got['ms_per_replayed_step']:.1f}", str(got["episode_lost_error"]),
+           "; ".join(f"{r}: {n}" for r, n in sorted(got["reasons"].items())) or "-",
+           str(got["silent"]), f"{os.getloadavg()[0]:.1f}"]
+    table.add_row(*row)
+    print(" | ".join(row), flush=True)  # plain: one line a test can read, whatever the terminal's width
+    return table, got["silent"]
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -254,6 +353,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
     parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
     parser.add_argument("--no-ray", dest="ray", action="store_false", help="skip the Ray rows")
+    parser.add_argument("--no-bash", dest="bash", action="store_false",
+                        help="skip the Bash-v0 kill row (it needs a Docker engine and the sandbox image)")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
@@ -301,6 +402,13 @@ def main() -> int:
             console.print(f"[red]{got['lost']} episodes lost[/red]")
             return 1
     console.print(kill_table)
+
+    if args.bash:
+        bash_table, silent = bash_kill_table(*((4, 5, 2) if args.quick else (32, 10, 4)))
+        console.print(bash_table)
+        if silent:
+            console.print(f"[red]{silent} Bash-v0 episodes lost silently[/red]")
+            return 1
     return 0
 
 

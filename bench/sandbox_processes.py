@@ -5,7 +5,9 @@
 
 Measures execs/s (`echo` in each sandbox's persistent shell, back to back) at 1, 8 and 32 live
 sandboxes on one `agentrl sandbox serve` process (the baseline) and on `agentrl sandbox serve
---processes 2`, with the ratio; and the exec latency (median, p99) at 1 sandbox on each. The load
+--processes 2`, with the ratio; and the exec latency (median, p99) at 1 sandbox on each, then
+what one exec at 1 sandbox is made of: the agent's own time, the host's round trip to the agent
+(through the container's attach stream), an HTTP round trip to the server alone, and the whole exec. The load
 comes from client processes on the same cores, as rollout workers on the machine would run them
 (one per core, each an asyncio loop over its share of the sandboxes, through `AsyncSandboxClient`
 for the one server and `AsyncSandboxCluster` for the two, which sends each call straight to its
@@ -20,22 +22,23 @@ import asyncio
 import multiprocessing
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
 from agentrl.sandbox_server.discovery import cpu_count
 from agentrl.sandbox_server.processes import free_port
 
-START_TIMEOUT_S = 300.0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import processes as bench_processes  # bench/processes.py: servers started, awaited and stopped
+
+START_TIMEOUT_S = bench_processes.START_TIMEOUT_S
 
 
 @contextmanager
@@ -46,32 +49,10 @@ def served(processes: int, max_sandboxes: int):
             "--max-sandboxes", str(max_sandboxes)]
     if processes > 1:
         args += ["--processes", str(processes)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the sandbox server did not start: {proc.stderr.read().decode()[-2000:]}")
-            try:
-                if processes == 1:
-                    ready = httpx.get(f"{url}/health", timeout=5).status_code == 200
-                else:
-                    holders = httpx.get(f"{url}/v1/cluster", timeout=5).json()["holders"]
-                    ready = all(h["state"] == "up" for h in holders)
-                if ready:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    ready_url = url if processes == 1 else f"{url}/v1/cluster"
+    with bench_processes.started(args, lambda: bench_processes.answers(ready_url), stop_timeout_s=120):
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any,
@@ -129,6 +110,60 @@ def p99(xs: list[float]) -> float:
     return sorted(xs)[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
 
 
+AGENT, DIRECT, HTTP, SERVED = ("the agent's own time (its duration_ms)",
+                               "host -> agent -> host (AgentSandbox.exec in this process)",
+                               "an HTTP round trip alone (GET /health)", "exec through the server")
+
+
+async def _exec_parts(url: str, blocks: int, per_block: int) -> dict[str, list[float]]:
+    """What one exec at 1 sandbox is made of: `echo hi` straight through a sandbox's agent link (a
+    DockerBackend in this process), an HTTP round trip to the server that does nothing, and `echo hi`
+    through the server; in blocks of `per_block`, alternated, so that the machine's swings fall on
+    each alike. The latencies (s) of each."""
+    from agentrl.sandbox_server import AsyncSandboxClient, DockerBackend
+
+    parts: dict[str, list[float]] = {AGENT: [], DIRECT: [], HTTP: [], SERVED: []}
+    backend = DockerBackend(pool_size=0)
+    client = AsyncSandboxClient(url)
+    try:
+        local, remote = backend.create(), await client.create()
+        for _ in range(20):  # each shell started, each connection open
+            local.exec("true")
+            await remote.exec("true")
+        for block in range(blocks):
+            for part in (DIRECT, HTTP, SERVED)[::1 if block % 2 else -1]:
+                for _ in range(per_block):
+                    began = time.perf_counter()
+                    if part == DIRECT:
+                        parts[AGENT].append(local.exec("echo hi").duration_ms / 1e3)
+                    elif part == HTTP:
+                        (await client.http.get("/health")).raise_for_status()
+                    else:
+                        await remote.exec("echo hi")
+                    parts[part].append(time.perf_counter() - began)
+        local.close()
+        await remote.aclose()
+    finally:
+        await client.aclose()
+        backend.close()
+    return parts
+
+
+def exec_parts_table(url: str, quick: bool) -> Table:
+    """`_exec_parts` on the one-process server at `url`, as a table (and a plain line a part)."""
+    title = "what one exec is made of, 1 sandbox, 1 server process" + (" (--quick)" if quick else "")
+    table = Table(title=title)
+    for col in ("part", "p50 ms", "p99 ms", "load avg"):
+        table.add_column(col, justify="right")
+    parts = asyncio.run(_exec_parts(url, 4 if quick else 12, 100 if quick else 250))
+    for part, xs in parts.items():
+        row = [part, f"{statistics.median(xs) * 1e3:.2f}", f"{p99(xs) * 1e3:.2f}",
+               f"{os.getloadavg()[0]:.1f}"]
+        table.add_row(*row)
+        print(" | ".join(row), flush=True)
+    return table
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 and 8 sandboxes, short windows")
@@ -153,7 +188,9 @@ def main() -> int:
                    f"{p99(lat_one) * 1e3:.2f} / {p99(lat_two) * 1e3:.2f}", f"{os.getloadavg()[0]:.1f}"]
             table.add_row(*row)
             console.print(" | ".join(row))
+        parts = exec_parts_table(urls[1], args.quick)
     console.print(table)
+    console.print(parts)
     return 0
 
 

@@ -33,17 +33,17 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -53,6 +53,9 @@ from agentrl.client import AsyncEnvClient, RemoteEnv
 from agentrl.registration import make_env
 from agentrl.server import collector
 from agentrl.server.local import free_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import processes  # bench/processes.py: servers started, awaited and stopped
 
 ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
 OPENENV, OPENENV_PATH = "OpenEnv echo", "OpenEnv client · OpenEnv create_app /ws"
@@ -80,28 +83,12 @@ def action_for(env_id: str, info: dict[str, Any]) -> str:
 
 
 # --- processes -----------------------------------------------------------------------------------
-@contextmanager
-def process(cmd: list[str], url: str, cwd: str | None = None):  # type: ignore[no-untyped-def]
+def process(cmd: list[str], url: str,
+            cwd: str | None = None) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """`cmd` (a server answering at `url`) run until `/health` answers; yields the process."""
     env = {**os.environ, "AGENTRL_TOKEN": "", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{cmd[:4]} did not start: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        time.sleep(0.1)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return processes.started(cmd, lambda: processes.answers(url), env=env, cwd=cwd, timeout_s=90,
+                             stop=signal.SIGTERM, stop_timeout_s=30)
 
 
 def operator_kwargs(env_id: str) -> dict[str, Any]:

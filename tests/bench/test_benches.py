@@ -18,8 +18,9 @@ from support import unavailable
 ROOT = Path(__file__).resolve().parents[2]
 # benches whose quick mode a test of their own runs and checks further
 RUN_ELSEWHERE = {"trainer.py"}  # tests/bench/test_trainer_bench.py
-BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE)
-NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py"}
+HELPERS = {"processes.py"}  # modules the benches import, not benches themselves
+BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE | HELPERS)
+NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py", "cluster.py"}
 
 
 def docker_running() -> bool:
@@ -30,6 +31,7 @@ def docker_running() -> bool:
 
 def test_every_bench_is_covered():
     assert {"rollouts.py", "two_stage.py", "flights.py"} <= set(BENCHES)
+    assert all((ROOT / "bench" / name).is_file() for name in RUN_ELSEWHERE | HELPERS)
 
 
 @pytest.mark.slow
@@ -44,3 +46,15 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
     done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, f"{bench} --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert done.stdout.strip(), f"{bench} --quick printed nothing"
+    if bench == "cluster.py":
+        check_bash_kill_row(done.stdout)
+
+
+def check_bash_kill_row(stdout: str) -> None:
+    """bench/cluster.py's Bash-v0 kill row is there, replayed some episode, and lost none silently."""
+    rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith("Bash-v0 | ")]
+    assert len(rows) == 1, f"no Bash-v0 kill row in:\n{stdout[-3000:]}"
+    (_, live, _, replayed, _, ms_per_step, lost_error, _, silent, _), = rows
+    assert silent == "0", f"Bash-v0 episodes lost silently: {rows[0]}"
+    assert int(replayed) >= 1 and float(ms_per_step) > 0, rows[0]
+    assert int(replayed) + int(lost_error) <= int(live), rows[0]
