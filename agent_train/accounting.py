@@ -36,7 +36,7 @@ def takes_split(env_id: str) -> bool:
         target: Any = load_env_class(env_id)
     else:
         entry = gym.spec(env_id).entry_point
-        target = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+        target = gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
     # a class's own __init__, whose signature lists the constructor's keywords
     if isinstance(target, type):
         target = target.__init__

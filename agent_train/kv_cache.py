@@ -43,7 +43,7 @@ class PrefixCache:
     def lookup(self, prompt: list[int]) -> CacheEntry | None:
         """The longest entry whose ids start `prompt`, cut so that at least one prompt id is left to
         encode (the next token's logits come from it)."""
-        best_key, best = None, None
+        best_key, best = -1, None  # the key is read only once `best` is set
         for key, entry in self._entries.items():
             n = len(entry.ids)
             if (best is None or n > len(best.ids)) and n <= len(prompt) and prompt[:n] == entry.ids:

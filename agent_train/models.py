@@ -105,6 +105,7 @@ def load_pretrained(spec: str, device: str = "cpu", dtype: Any = None) -> tuple[
     kwargs: dict[str, Any] = {}
     if dtype is not None:
         kwargs["dtype"] = dtype
+    model: Any  # whichever architecture the checkpoint names (transformers' Auto classes)
     if spec.endswith(".gguf"):
         folder, name = os.path.split(os.path.abspath(spec))
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)

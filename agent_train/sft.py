@@ -50,7 +50,7 @@ class SFTConfig:
 
 def text_messages(episode: dict[str, Any]) -> list[dict[str, str]]:
     """The episode as plain role/content turns, converting OpenAI tool calls to agentrl's text form."""
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []  # with a "from_tool" mark while tool results are merged
     for m in episode["messages"]:
         role = m["role"]
         if role == "assistant" and m.get("tool_calls"):

@@ -14,6 +14,7 @@ flagged and the sample is excluded from training rather than trained on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ def render(
     tokenizer: Any,
     messages: list[dict[str, Any]],
     add_generation_prompt: bool,
-    tools: list[dict[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     return tokenizer.apply_chat_template(
         messages, tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt
@@ -38,7 +39,7 @@ class Transcript:
     """One episode's token stream with per-token provenance."""
 
     tokenizer: Any
-    tools: list[dict[str, Any]] | None = None
+    tools: Sequence[Mapping[str, Any]] | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)  # 1 = sampled by the policy, 0 = env or template

@@ -38,7 +38,7 @@ class VLLMBackend(BatchingBackend):
     ) -> None:
         super().__init__(max_batch=max_batch)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        from vllm import LLM, SamplingParams
+        from vllm import LLM, SamplingParams  # pyright: ignore[reportMissingImports]  # optional, not installed here
 
         kwargs: dict[str, Any] = dict(
             model=str(model_path),
@@ -85,7 +85,7 @@ class VLLMBackend(BatchingBackend):
     def generate_batch(
         self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
     ) -> list[Generation]:
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import TokensPrompt  # pyright: ignore[reportMissingImports]  # as above
 
         params = [
             self._params(

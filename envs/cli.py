@@ -21,7 +21,7 @@ CLI_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentrl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="agentrl", description=__doc__.splitlines()[0] if __doc__ else None)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in CLI_MODULES:
         try:

@@ -24,12 +24,12 @@ import itertools
 import socket
 import ssl
 import threading
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidHandshake, InvalidStatus
-from websockets.frames import Opcode
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
@@ -109,8 +109,8 @@ class _Link:
                 if self.protocol.handshake_exc is not None:
                     raise self.protocol.handshake_exc
                 self.open = True
-            elif event.opcode in _DATA:
-                self._parts.append(event.data)
+            elif isinstance(event, Frame) and event.opcode in _DATA:  # (a Request: a server's event)
+                self._parts.append(cast(bytes, event.data))  # a received frame's payload: bytes
                 if event.fin:
                     messages.append(self._parts[0] if len(self._parts) == 1 else b"".join(self._parts))
                     self._parts = []

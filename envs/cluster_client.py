@@ -167,7 +167,8 @@ class Router:
         if call.path == f"{API_PREFIX}/step":
             return (yield from self._step_batch(call))
         episode_id = call.body.get("episode_id") if call.step and call.body else None
-        verb = _VERB_OF_OP.get(op, "step")  # the channel's lifecycle items, named as their HTTP routes
+        # the channel's lifecycle items, named as their HTTP routes
+        verb = _VERB_OF_OP.get(op, "step") if op is not None else "step"
         if episode_id is None:
             match = _EPISODE_PATH.fullmatch(call.path)
             if match is None:  # about the envs, not an episode: any holder answers alike
@@ -201,6 +202,7 @@ class Router:
         if body.get("seed") is None:  # a seed drawn here makes the episode replayable
             body["seed"] = secrets.randbelow(SEED_MAX)
         call = dataclasses.replace(call, body=body)
+        lost: BaseException = RuntimeError("no holder was tried")  # replaced: MAX_REPLAY_TRIES >= 1
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick()
             self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
@@ -209,6 +211,7 @@ class Router:
                 self.own[name] -= 1
                 if isinstance(got, (httpx.TransportError, ShuttingDownError)):
                     self._lose(name)
+                    lost = got
                     continue
                 raise got
             created: EpisodeCreated = got
@@ -216,7 +219,7 @@ class Router:
                 body["env_id"], body["seed"], body.get("options"), body.get("env_kwargs"),
                 _digest(created.observation, 0.0, False, False), name, created.episode_id)
             return created
-        raise got
+        raise lost
 
     def _on_episode(self, episode_id: str, recipe: Recipe, verb: str,
                     call: Call[Any]) -> Generator[Request, Outcome, Any]:

@@ -161,7 +161,7 @@ class EpisodeFiles:
         if self.trajectories is not None:
             self.trajectories.write(json.dumps({**record, "agent": agent}, ensure_ascii=False) + "\n")
             self.records += 1
-        if keep_sft:
+        if keep_sft and self.sft is not None:
             self.sft.write(json.dumps(chat_line(record, transcript["task"]), ensure_ascii=False) + "\n")
             self.sft_lines += 1
 

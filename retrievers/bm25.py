@@ -11,7 +11,7 @@ import re
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -70,14 +70,14 @@ def tokenize(texts: list[str], *, show_progress: bool = False) -> list[list[str]
     import bm25s
 
     cleaned = [_POSSESSIVE.sub("", t) for t in texts]
-    return bm25s.tokenize(
+    return cast(list[list[str]], bm25s.tokenize(  # return_ids=False: the tokens (bm25s types the union)
         cleaned,
         token_pattern=TOKEN_PATTERN,
         stopwords=LUCENE_STOPWORDS,
         stemmer=_stemmer(),
         return_ids=False,
         show_progress=show_progress,
-    )
+    ))
 
 
 class BM25Retriever(Retriever):

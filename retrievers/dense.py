@@ -59,9 +59,9 @@ class Encoder:
         encodings = self.tokenizer.encode_batch(texts)
         ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
-        hidden = self.session.run(
+        hidden = np.asarray(self.session.run(  # the model's one output, a dense array (not copied)
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        )[0]
+        )[0])
         summed = (hidden * mask[..., None]).sum(axis=1)
         pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1, None)
         return (pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)).astype(

@@ -151,6 +151,8 @@ class LuceneRetriever(Retriever):
 
     def search(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
         """Top-k per query; a query is read up to `MAX_QUERY_CHARS` characters, the rest is cut."""
+        if self.searcher is None:
+            raise RuntimeError("the retriever is closed")
         if not queries:
             return []
         qids = [str(i) for i in range(len(queries))]

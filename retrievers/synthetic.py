@@ -176,7 +176,7 @@ def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = 
     for company, (founder, city, year, _industry) in company_facts.items():
         birth_city, birth_year, _job = born[founder]
         n = len(qa)
-        kinds = [
+        kinds: list[tuple[str, str, tuple[str, ...]]] = [
             (f"Who founded {company}?", founder, (company,)),
             (f"In which year was {company} founded?", str(year), (company,)),
             (f"In which city are the headquarters of {company}?", city, (company,)),

@@ -43,20 +43,49 @@ _EXPORTS = {
     "Forbidden": "errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, written out for the type checker (a test compares them)
+    "DEFAULT_IMAGE",
+    "AgentSandbox",
+    "AsyncRemoteSandbox",
+    "AsyncSandboxClient",
+    "AsyncSandboxCluster",
+    "Backend",
+    "Busy",
+    "CapacityError",
+    "DockerBackend",
+    "DockerUnavailable",
+    "ExecOptions",
+    "ExecResult",
+    "Forbidden",
+    "InvalidRequest",
+    "LocalBackend",
+    "QuotaExceeded",
+    "RemoteSandbox",
+    "Sandbox",
+    "SandboxClient",
+    "SandboxCluster",
+    "SandboxDead",
+    "SandboxError",
+    "SandboxInfo",
+    "SandboxLost",
+    "SandboxNotFound",
+    "SandboxSpec",
+    "TooLarge",
+    "create_app",
+]
 
 if TYPE_CHECKING:
-    from agentrl.sandbox_server.app import create_app  # noqa: F401
-    from agentrl.sandbox_server.backend import Backend  # noqa: F401
-    from agentrl.sandbox_server.client import (  # noqa: F401
+    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.backend import Backend
+    from agentrl.sandbox_server.client import (
         AsyncRemoteSandbox,
         AsyncSandboxClient,
         RemoteSandbox,
         SandboxClient,
     )
-    from agentrl.sandbox_server.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost  # noqa: F401
-    from agentrl.sandbox_server.docker_backend import DockerBackend  # noqa: F401
-    from agentrl.sandbox_server.errors import (  # noqa: F401
+    from agentrl.sandbox_server.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost
+    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.errors import (
         Busy,
         CapacityError,
         DockerUnavailable,
@@ -68,15 +97,15 @@ if TYPE_CHECKING:
         SandboxNotFound,
         TooLarge,
     )
-    from agentrl.sandbox_server.local_backend import LocalBackend  # noqa: F401
-    from agentrl.sandbox_server.models import (  # noqa: F401
+    from agentrl.sandbox_server.local_backend import LocalBackend
+    from agentrl.sandbox_server.models import (
         DEFAULT_IMAGE,
         ExecOptions,
         ExecResult,
         SandboxInfo,
         SandboxSpec,
     )
-    from agentrl.sandbox_server.sandbox import AgentSandbox, Sandbox  # noqa: F401
+    from agentrl.sandbox_server.sandbox import AgentSandbox, Sandbox
 
 
 def __getattr__(name: str) -> Any:

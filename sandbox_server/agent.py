@@ -34,8 +34,14 @@ import sys
 import threading
 import time
 
-from agentrl_agent_files import copy_file, extract, pack, read_file, write_file  # see channel.py
-from agentrl_agent_lib import (  # sent along with this file, see channel.py
+from agentrl_agent_files import (  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: channel.py
+    copy_file,
+    extract,
+    pack,
+    read_file,
+    write_file,
+)
+from agentrl_agent_lib import (  # pyright: ignore[reportMissingImports]  # as above, sent along with this file
     BASE_ENV,
     COMMAND_FD,
     GROUPS,
@@ -180,6 +186,7 @@ class Agent:
             os.set_blocking(fd, False)
         GROUPS.add(proc.pid)
         self.shell = {"proc": proc, "cmd": cmd_w, "status": st_r, "out": out_r, "err": err_r, "buf": b""}
+        return self.shell
 
     def stop_shell(self):
         shell, self.shell = self.shell, None
@@ -193,9 +200,7 @@ class Agent:
             os.close(fd)
 
     def run_session(self, command, stdin_path, timeout_s, idle_timeout_s, cap, keep_alive):
-        if self.shell is None:
-            self.start_shell()
-        shell = self.shell
+        shell = self.shell if self.shell is not None else self.start_shell()
         out, err = Capture(cap), Capture(cap)
         nonce = secrets.token_hex(8)
         os.write(shell["cmd"], b"\0".join((nonce.encode(), stdin_path.encode(), command.encode(), b"")))
@@ -262,9 +267,11 @@ class Agent:
                 start_new_session=True,
                 preexec_fn=become_user,
             )
-        out_fd, err_fd = os.dup(proc.stdout.fileno()), os.dup(proc.stderr.fileno())
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout, stderr = proc.stdout, proc.stderr
+        assert stdout is not None and stderr is not None  # both PIPE
+        out_fd, err_fd = os.dup(stdout.fileno()), os.dup(stderr.fileno())
+        stdout.close()
+        stderr.close()
         proc.returncode = 0  # reaped below with waitpid, not by Popen
         done = os.pidfd_open(proc.pid)
         return proc.pid, out_fd, err_fd, done, lambda: os.waitstatus_to_exitcode(os.waitpid(proc.pid, 0)[1])

@@ -12,7 +12,7 @@ import shutil
 import stat
 import tarfile
 
-from agentrl_agent_lib import WORKDIR  # sent along with this file, see channel.py
+from agentrl_agent_lib import WORKDIR  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: channel.py
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -124,8 +124,10 @@ def extract(archive, path):
             if member.isdir():
                 os.close(walk(target + "/.", create=True)[0])
             elif member.isfile():
+                source = tar.extractfile(member)
+                assert source is not None  # a regular file's member has its data
                 with open_for_write(target, member.mode & 0o777 or 0o644) as f:
-                    shutil.copyfileobj(tar.extractfile(member), f, 1 << 20)
+                    shutil.copyfileobj(source, f, 1 << 20)
             elif member.issym() or member.islnk():
                 dir_fd, name = walk(target, create=True)
                 try:

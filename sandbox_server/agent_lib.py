@@ -512,7 +512,7 @@ def run_script(path, env):
         traceback.print_exception(type(exc), exc, tb)
         code = 1
     with contextlib.suppress(BaseException):
-        threading._shutdown()
+        threading._shutdown()  # pyright: ignore[reportAttributeAccessIssue]  # private: typeshed leaves it out
         import atexit
 
         atexit._run_exitfuncs()

@@ -111,13 +111,16 @@ class AttachChannel:
 class PipeChannel:
     """The agent as a local child process (the unisolated local backend)."""
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen[bytes]):
+        if proc.stdin is None or proc.stdout is None:
+            raise ValueError("the agent's process needs a pipe for its stdin and one for its stdout")
         self.proc = proc
-        self.fd = proc.stdout.fileno()
+        self.stdin, self.stdout = proc.stdin, proc.stdout
+        self.fd = self.stdout.fileno()
 
     def send(self, data: bytes) -> None:
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
+        self.stdin.write(data)
+        self.stdin.flush()
 
     def recv_some(self, timeout: float | None) -> bytes:
         _wait_readable(self.fd, timeout)
@@ -125,13 +128,13 @@ class PipeChannel:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()  # end of input: the agent ends, and its commands with it
+            self.stdin.close()  # end of input: the agent ends, and its commands with it
             self.proc.wait(timeout=2.0)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
         with contextlib.suppress(OSError):
-            self.proc.stdout.close()
+            self.stdout.close()
 
 
 class AgentLink:

@@ -76,6 +76,8 @@ class DockerBackend(Backend):
         watchdog_s: float = 60.0,
     ):
         try:
+            import docker.errors
+
             import docker
         except ImportError as exc:
             raise DockerUnavailable("the docker SDK is missing: pip install 'agentrl[sandbox]'") from exc

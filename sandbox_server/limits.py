@@ -25,7 +25,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(receive, send)
             return
         seen = 0
 
@@ -40,10 +40,10 @@ class BodyLimit:
         try:
             await self.app(scope, limited_receive, send)
         except _TooLarge:
-            await self._refuse(send)
+            await self._refuse(receive, send)
 
-    async def _refuse(self, send: Callable) -> None:
+    async def _refuse(self, receive: Callable, send: Callable) -> None:
         response = JSONResponse(
             {"detail": f"request body over the limit of {self.max_bytes} bytes", "kind": "too_large"}, 413
         )
-        await response({"type": "http"}, None, send)
+        await response({"type": "http"}, receive, send)  # it answers without reading

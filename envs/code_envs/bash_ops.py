@@ -68,7 +68,9 @@ def fix_script(rng: random.Random, split: str) -> Task:
     extra = "".join(rng.choices(("a b\n", "word\n", "x y z\n"), k=rng.randint(1, 9)))
     every = {**inputs, f"{indir}/{extra_name}.{ext}": extra}
     stem = {p: p.rsplit("/", 1)[1].removesuffix(f".{ext}") for p in every}
-    expected = "".join(f"{stem[p]}{sep}{_metric(flag, every[p])}\n" for p in sorted(every, key=stem.get))
+    expected = "".join(
+        f"{stem[p]}{sep}{_metric(flag, every[p])}\n" for p in sorted(every, key=stem.__getitem__)
+    )
 
     def check(sandbox, _answer) -> Grade:
         q = shlex.quote

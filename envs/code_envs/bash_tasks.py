@@ -149,7 +149,7 @@ def csv_to_json(rng: random.Random, split: str) -> Task:
         rng.sample(STRING_COLUMNS, rng.randint(1, 3)),
         rng.sample(INT_COLUMNS, rng.randint(1, 2)),
     )
-    columns = rng.sample(text_cols + int_cols, len(text_cols) + len(int_cols))
+    columns: list[str] = rng.sample(text_cols + int_cols, len(text_cols) + len(int_cols))
     rows = [
         {
             c: (f"{word(rng).title()} {word(rng).title()}" if c in text_cols else rng.randint(-50, 2000))

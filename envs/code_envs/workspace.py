@@ -12,6 +12,7 @@ import io
 import json
 import re
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ class WorkspaceFile:
 FileTree = dict[str, WorkspaceFile]
 
 
-def files(tree: dict[str, str | bytes | WorkspaceFile]) -> FileTree:
+def files(tree: Mapping[str, str | bytes | WorkspaceFile]) -> FileTree:
     """Accept plain strings for the common case of an ordinary 0644 file."""
     return {p: v if isinstance(v, WorkspaceFile) else WorkspaceFile(v) for p, v in tree.items()}
 

@@ -95,8 +95,8 @@ class TextEnv(gym.Env[str, str]):
         self.max_turns = max_turns if max_turns is not None else self.default_max_turns
         if self.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
-        self.action_space = TextSpace(max_action_chars)
-        self.observation_space = TextSpace(max_observation_chars)
+        self.action_space: TextSpace = TextSpace(max_action_chars)
+        self.observation_space: TextSpace = TextSpace(max_observation_chars)
         self.turn = 0
         self._over = True
         self._trace: Trace | None = None  # the trajectory record so far, and what replaying it needs
@@ -188,6 +188,7 @@ class TextEnv(gym.Env[str, str]):
         result.info["turn"] = self.turn
         self._over = result.terminated or result.truncated
         said = utf8_safe(action if isinstance(action, str) else repr(action))
+        assert self._trace is not None, "an episode under way has its record"
         self._trace.add(
             action,
             said,

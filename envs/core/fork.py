@@ -78,12 +78,14 @@ def replay_env(env: E) -> E:
     child._pending_rng_state = trace.rng_state
     try:
         child.reset(seed=trace.seed, options=copy.deepcopy(trace.options))
+        record = child._trace  # the child's trajectory record, made by reset, added to by each step
+        assert record is not None
         diverged = []
         for number, (action, step) in enumerate(zip(trace.replay_actions(), trace.steps, strict=True), 1):
             if child.episode_over:
                 raise RuntimeError(f"replaying the episode for a fork ended it early, at step {number}")
             observation, reward, terminated, truncated, _info = child.step(action)
-            replayed = (observation, float(reward), terminated, truncated, _change(child._trace.steps[-1]))
+            replayed = (observation, float(reward), terminated, truncated, _change(record.steps[-1]))
             original = (step["observation"], step["reward"], step["terminated"], step["truncated"])
             if replayed != (*original, _change(step)):
                 diverged.append(number)

@@ -92,10 +92,13 @@ class RowChanges:
         change: dict[str, dict[str, list[dict[str, Any]]]] = {"inserted": {}, "updated": {}, "deleted": {}}
         for table, op, old, new in self.entries:
             if op == "insert":
+                assert new is not None, "an insert's entry holds the new row"
                 change["inserted"].setdefault(table, []).append(json.loads(new))
             elif op == "delete":
+                assert old is not None, "a delete's entry holds the old row"
                 change["deleted"].setdefault(table, []).append(json.loads(old))
             elif old != new:
+                assert old is not None and new is not None, "an update's entry holds both rows"
                 pair = {"before": json.loads(old), "after": json.loads(new)}
                 change["updated"].setdefault(table, []).append(pair)
         return change

@@ -218,10 +218,12 @@ class FineFlightsEnv(Composite):
                         "a change is charged to the booking's own payment method "
                         f"({hold['payment_method_id']})"
                     )
+                payer = hold["payment_method_id"]
             elif args.payment_method_id is None:
                 raise ToolError("payment_method_id is required to confirm a new booking")
             else:
-                self._check_payer(args.payment_method_id, hold["passenger_ids"])
+                payer = args.payment_method_id
+                self._check_payer(payer, hold["passenger_ids"])
             self._confirming = hold
             try:
                 if hold["kind"] == "change":
@@ -232,7 +234,7 @@ class FineFlightsEnv(Composite):
                             flight_id=hold["flight_id"],
                             cabin=hold["cabin"],
                             passenger_ids=hold["passenger_ids"],
-                            payment_method_id=args.payment_method_id,
+                            payment_method_id=payer,
                         )
                     )
             finally:

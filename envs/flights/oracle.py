@@ -196,8 +196,10 @@ class OraclePolicy:
                 continue
             if booking and res["flight_id"] == booking["flight"]["flight_id"]:
                 continue
-            if r["action"] == "change" and res["departs"] >= booking["flight"]["departs"]:
-                continue
+            if r["action"] == "change":
+                assert booking is not None, "a change reads its booking first"
+                if res["departs"] >= booking["flight"]["departs"]:
+                    continue
             if r["max_price"] is not None and fare["price"] > r["max_price"]:
                 continue
             if fare["seats_left"] < len(r["passengers"]):
@@ -232,14 +234,16 @@ class OraclePolicy:
             return self._macro()
         if (choosing := self._choose()) is not None:
             return choosing
+        chosen = self.chosen
+        assert chosen is not None, "no call left to choose by: a flight is chosen"
         if r["action"] == "cancel_and_book" and not self.cancelled:
             return call("cancel_booking", pnr=r["pnr"])
         seat = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
         if r["action"] == "change":
-            return call("change_booking", pnr=r["pnr"], new_flight_id=self.chosen["flight_id"], **seat)
+            return call("change_booking", pnr=r["pnr"], new_flight_id=chosen["flight_id"], **seat)
         return call(
             "book_flight",
-            flight_id=self.chosen["flight_id"],
+            flight_id=chosen["flight_id"],
             cabin=r["cabin"],
             passenger_ids=r["passengers"],
             payment_method_id=self._payment_method(),
@@ -274,6 +278,7 @@ class OraclePolicy:
             "depart_before": r["depart_before"],
         }
         if r["action"] == "change":  # strictly earlier than the booked flight
+            assert self.booking is not None, "a change reads its booking first"
             hours, minutes = map(int, self.booking["flight"]["departs"].split(":"))
             before = hours * 60 + minutes - 1
             if before < 0:

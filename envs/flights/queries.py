@@ -109,7 +109,7 @@ class WorldQueries:
             raise ToolError(f"no flight with id {flight_id}")
         return SimpleNamespace(**flight)
 
-    def _fare(self, flight_id: int, cabin: str) -> Row[Any]:
+    def _fare(self, flight_id: int, cabin: str) -> Row[int, int, int, bool]:
         """(price, refund_pct, change_fee, changeable) of a flight's cabin."""
         return self._conn.execute(FARE, {"flight_id": flight_id, "cabin": cabin}).one()
 
@@ -222,7 +222,7 @@ class WorldQueries:
     def _release(self, flight_id: int, seat_no: str) -> None:
         self._conn.execute(FREE_SEAT, {"at_flight": flight_id, "at_seat": seat_no})
 
-    def _charge(self, pm: Row[Any], charges: list[tuple[str, str, int]]) -> int:
+    def _charge(self, pm: Row[str, int], charges: list[tuple[str, str, int]]) -> int:
         """Ledger rows for `charges` ((pnr, kind, amount) each, in order) and the method's balance
         less their sum; returns the new balance."""
         conn = self._conn
@@ -249,7 +249,7 @@ class WorldQueries:
                 "pay with a method of one of its passengers"
             )
 
-    def _payment_method(self, pm_id: str, amount: int) -> Row[Any]:
+    def _payment_method(self, pm_id: str, amount: int) -> Row[str, int]:
         """(id, balance) of a method that can pay `amount`."""
         pm = self._conn.execute(METHOD, {"pm_id": pm_id}).first()
         if pm is None:

@@ -118,7 +118,8 @@ class _Draw:
         self.fitting: list[int] = []  # the exact-route flights that fit, as of the last `settle`
 
     def price(self, flight_id: int, cabin: str) -> int:
-        return self.price_override.get((flight_id, cabin), self.world.fares[(flight_id, cabin)]["price"])
+        listed: int = self.world.fares[(flight_id, cabin)]["price"]
+        return self.price_override.get((flight_id, cabin), listed)
 
     def choice(self, items: list[Any] | tuple[Any, ...]) -> Any:
         if not items:

@@ -437,7 +437,7 @@ def build_row_by_row(world: World, engine: Any) -> None:
     """The naive way to set up an episode: schema and every row through the ORM (bench baseline)."""
     m.Base.metadata.drop_all(engine)
     m.Base.metadata.create_all(engine)
-    models = {mapper.local_table.name: mapper.class_ for mapper in m.Base.registry.mappers}
+    models = {mapper.class_.__tablename__: mapper.class_ for mapper in m.Base.registry.mappers}
     with Session(engine) as session:
         for table in _TABLES:
             columns = [c.name for c in table.columns]

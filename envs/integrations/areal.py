@@ -20,8 +20,8 @@ from typing import Any
 from uuid import uuid4
 
 import torch
-from areal.api import InferenceEngine, ModelRequest, RolloutWorkflow
-from areal.api.cli_args import GenerationHyperparameters
+from areal.api import InferenceEngine, ModelRequest, RolloutWorkflow  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
+from areal.api.cli_args import GenerationHyperparameters  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
 
 from agentrl.integrations.episode import EnvSource
 from agentrl.integrations.tokens import TokenEpisode

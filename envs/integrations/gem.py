@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gem
-from gem.envs.registration import ENV_REGISTRY
+from gem.envs.registration import ENV_REGISTRY  # pyright: ignore[reportMissingImports]  # pyright reads `gem` as this module (a sibling); GEM is not installed here
 
 from agentrl.integrations.episode import EnvSource, Episode
 from agentrl.registration import ENV_IDS
@@ -30,7 +30,7 @@ from agentrl.registration import ENV_IDS
 ENTRY_POINT = "agentrl.integrations.gem:AgentrlGemEnv"
 
 
-class AgentrlGemEnv(gem.Env):
+class AgentrlGemEnv(gem.Env):  # pyright: ignore[reportAttributeAccessIssue]  # pyright reads `gem` as this module (a sibling); GEM is not installed here
     """One agentrl env id behind GEM's `Env`.
 
     Keywords: `agentrl_env`, the agentrl id (GEM keeps `env_id` for its own); `base_url` (None:
@@ -88,4 +88,4 @@ def register(env_ids: Iterable[str] = ENV_IDS) -> None:
     """Register agentrl ids with GEM (idempotent); `gem.make(id, ...)` then builds `AgentrlGemEnv`."""
     for env_id in env_ids:
         if env_id not in ENV_REGISTRY:
-            gem.register(env_id, ENTRY_POINT, agentrl_env=env_id)
+            gem.register(env_id, ENTRY_POINT, agentrl_env=env_id)  # pyright: ignore[reportCallIssue]  # pyright reads `gem` as this module (a sibling); GEM is not installed here

@@ -28,7 +28,7 @@ from copy import deepcopy
 from typing import Any
 
 import torch
-from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase
+from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
 
 from agentrl.integrations.episode import AsyncEpisode, EnvSource
 from agentrl.integrations.tokens import TokenTranscript

@@ -58,8 +58,10 @@ class AgentrlTextEnv(BaseTextEnv):
         result = self.episode.step(action)
         done = result.terminated or result.truncated
         observations = [] if done else [{"role": "user", "content": result.observation}]
-        return BaseTextEnvStepOutput(observations=observations, reward=result.reward, done=done,
-                                     metadata=result.info)
+        return BaseTextEnvStepOutput(  # pyright: ignore[reportCallIssue]  # skyrl's TypedDict is mistyped:
+            # it gives `postprocessed_action` a default, which a TypedDict cannot have, so the checker
+            # reads the key as required; skyrl's own envs leave it out
+            observations=observations, reward=result.reward, done=done, metadata=result.info)
 
     def get_metrics(self) -> dict[str, Any]:
         return {"turns": self.turns, "episode_reward": self.episode.reward}

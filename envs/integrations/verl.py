@@ -31,14 +31,14 @@ from typing import Any
 from uuid import uuid4
 
 from omegaconf import DictConfig, OmegaConf
-from verl.experimental.agent_loop.agent_loop import (
+from verl.experimental.agent_loop.agent_loop import (  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
     AgentLoopBase,
     AgentLoopMetrics,
     AgentLoopOutput,
     _agent_loop_registry,
 )
-from verl.experimental.agent_loop.agent_loop import register as verl_register
-from verl.utils.profiler import simple_timer
+from verl.experimental.agent_loop.agent_loop import register as verl_register  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
+from verl.utils.profiler import simple_timer  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
 
 from agentrl.integrations.episode import EnvSource
 from agentrl.integrations.tokens import TokenEpisode

@@ -105,7 +105,11 @@ def get_retriever(
         else:
             raise ValueError("own QA files need index_dir= (a built index) or retrieval_url= (a server)")
         if key not in _open:
-            path = Path(index_dir) if index_dir is not None else cached_index(rows, backend)
+            if index_dir is not None:
+                path = Path(index_dir)
+            else:
+                assert rows is not None, "the branch above: rows or index_dir"
+                path = cached_index(rows, backend)
             _open[key] = SharedRetriever(open_index(path))
             _keep.append(rows)  # id(rows) stays unique while the rows are alive
         return _open[key]

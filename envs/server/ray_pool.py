@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
+import ray.exceptions
 
 from agentrl.server.config import ServerConfig, is_loopback
 from agentrl.server.local import free_port
@@ -140,7 +141,7 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
     config.check()
     # a Ray started here has no dashboard; one joined (`address`) is configured as it was started
     ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False,
-             **({} if address else {"include_dashboard": False}))
+             include_dashboard=None if address else False)  # None: Ray's default
     node_sandboxes = None
     try:
         pool = RayPool(config, log_level, num_cpus)

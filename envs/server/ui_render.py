@@ -47,8 +47,10 @@ def _markdown(text: str) -> str:
             continue
         out.append(_MD.render("\n".join(run)))
         run = []
-        fn = value.get("function") if isinstance(value.get("function"), dict) else value
-        title = fn.get("name") if isinstance(fn.get("name"), str) else line[:60]
+        fn = value.get("function")
+        fn = fn if isinstance(fn, dict) else value
+        name = fn.get("name")
+        title = name if isinstance(name, str) else line[:60]
         out.append(f'<details class="json"><summary>{escape(title)}</summary><pre>{escape(_pretty(value))}'
                    "</pre></details>")
     out.append(_MD.render("\n".join(run)))
@@ -159,7 +161,8 @@ def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _field(name: str, schema: dict[str, Any], required: bool) -> FormField:
     s = _resolve(schema)
-    kind = s.get("type") if isinstance(s.get("type"), str) else "json"
+    kind = s.get("type")
+    kind = kind if isinstance(kind, str) else "json"
     found = FormField(name, kind, required, str(s.get("description", "")))
     if "default" in s and s["default"] is not None:
         found.default = json.dumps(s["default"]) if not isinstance(s["default"], str) else s["default"]
@@ -183,8 +186,10 @@ def tool_forms(tools: Any) -> list[ToolForm]:
         fn = spec.get("function") if isinstance(spec, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             continue
-        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
-        props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        params = fn.get("parameters")
+        params = params if isinstance(params, dict) else {}
+        props = params.get("properties")
+        props = props if isinstance(props, dict) else {}
         required = set(params.get("required") or ())
         fields = [_field(name, s if isinstance(s, dict) else {}, name in required)
                   for name, s in props.items()]

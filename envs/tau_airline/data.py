@@ -75,7 +75,7 @@ class AirlineData:
     user_guidelines: str | None = None
     layout: str = TAU_BENCH
     # the template database's image and each task's gold database, built once (see `database.py`)
-    cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    cache: dict[str | tuple[str, int], Any] = field(default_factory=dict, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -100,7 +100,10 @@ def _literal(node: ast.AST) -> Any:
     if isinstance(node, ast.List):
         return [_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+        if None in node.keys:  # `**mapping`: a name to look up, not a literal
+            raise ValueError(f"line {node.lineno}: a task file's dict holds keys and values, not **unpacking")
+        pairs = zip(node.keys, node.values, strict=True)
+        return {_literal(k): _literal(v) for k, v in pairs if k is not None}
     return ast.literal_eval(node)
 
 

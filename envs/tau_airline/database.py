@@ -261,6 +261,7 @@ def state_key(session: Session) -> str:
     and list order counted, dict order not. Equal digests mean equal `documents`."""
     session.flush()
     raw = session.connection().connection.driver_connection
+    assert raw is not None, "an open session's connection has its driver's"
     digest = hashlib.sha256()
     for table in m.Base.metadata.sorted_tables:
         columns = [c.name for c in table.columns if not (table.name in _UNORDERED and c.name == "position")]

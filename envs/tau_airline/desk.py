@@ -455,8 +455,10 @@ class Desk:
         old = list(self.session.scalars(select(m.ReservationFlight)
                                         .where(m.ReservationFlight.reservation_id == a.reservation_id)
                                         .order_by(m.ReservationFlight.position)))
-        travellers = self.session.scalar(select(func.count()).select_from(m.ReservationPassenger)
-                                         .where(m.ReservationPassenger.reservation_id == a.reservation_id))
+        travellers = self.session.scalars(
+            select(func.count()).select_from(m.ReservationPassenger)
+            .where(m.ReservationPassenger.reservation_id == a.reservation_id)
+        ).one()
         legs, total = [], 0
         for ref in a.flights:
             kept = [f for f in old if f.flight_number == ref.flight_number and f.date == ref.date

@@ -207,6 +207,8 @@ class TauAirlineEnv(ToolEnv):
     # --- episode ------------------------------------------------------------------------------
     def _make_user(self, options: dict[str, Any]) -> ScriptedUser | LLMUser:
         if self.user_kind == "llm":
+            # reset and __init__ check these
+            assert self.data is not None and self.user_base_url and self.user_model
             guidelines = self.data.user_guidelines or DEFAULT_GUIDELINES
             return LLMUser(self.user_base_url, self.user_model, guidelines, self.user_temperature,
                            self.user_seed, self.user_api_key)
@@ -280,6 +282,7 @@ class TauAirlineEnv(ToolEnv):
         return {"reward_info": self.reward_info} if getattr(self, "reward_info", None) else {}
 
     def _final_reward(self) -> float:
+        assert self._db is not None and self.data is not None, "a reward of an episode that was reset"
         state = state_key(self._db.session)
         gold = gold_state(self.data, self.task)
         flat = [m.lower().replace(",", "") for m in self.said]
@@ -314,12 +317,17 @@ class TauAirlineEnv(ToolEnv):
     def _state_change(self) -> dict[str, Any] | None:
         if not self.desk.touched:
             return None
+        assert self._db is not None, "a desk touched in an episode that was reset"
         session = self._db.session
         session.flush()
         change: dict[str, dict[str, Any]] = {}
         for table, key in sorted(self.desk.touched):
-            row = session.get(User if table == "users" else Reservation, key)
-            doc = None if row is None else (user_json if table == "users" else reservation_json)(session, row)
+            if table == "users":
+                user = session.get(User, key)
+                doc = None if user is None else user_json(session, user)
+            else:
+                reservation = session.get(Reservation, key)
+                doc = None if reservation is None else reservation_json(session, reservation)
             change.setdefault(table, {})[key] = doc
         self.desk.touched.clear()
         for table, docs in change.items():
@@ -334,8 +342,8 @@ class TauAirlineEnv(ToolEnv):
         return {"user": self.user.settings(), "strict_refusals": self.strict_refusals}
 
     def _fork_resources(self, child: TauAirlineEnv) -> None:
+        assert self.data is not None and self._db is not None, "a fork of an episode that has data"
         child._db = self._db.copy()
-        assert self.data is not None, "a fork of an episode that has data"
         child.desk = new_desk(self.data, child._db.session)
         child.desk.touched = set(self.desk.touched)
 

@@ -23,6 +23,13 @@ def test_import_agentrl_is_light():
     assert json.loads(out.stdout) == []
 
 
+def test_the_cli_parser_builds_without_docstrings():
+    """`python -OO` drops docstrings: the command then has no description, and still runs."""
+    code = "from agentrl.cli import build_parser; print(build_parser().format_help())"
+    out = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("usage: agentrl")
+
+
 def test_subpackages_map_to_their_folders():
     import agentrl.agent_train
     import agentrl.retrievers

@@ -43,6 +43,13 @@ TWINS = ((SandboxClient, AsyncSandboxClient), (RemoteSandbox, AsyncRemoteSandbox
 
 
 # -- the options model, without a server ------------------------------------------------------------------
+def test_the_package_exports_every_lazy_name_and_only_those():
+    import agentrl.sandbox_server as package
+
+    assert sorted(package.__all__) == sorted(package._EXPORTS)
+    assert all(getattr(package, name) is not None for name in package.__all__)
+
+
 def test_exec_options_round_trip_through_json():
     for stdin in (EVERY_BYTE, "text é\n", None):
         options = EVERY_OPTION.model_copy(update={"stdin": stdin})

@@ -15,10 +15,14 @@ pytestmark = pytest.mark.java
 
 
 @pytest.fixture(scope="module")
-def wiki_lucene(wiki_file, tmp_path_factory):
+def wiki_lucene_index(wiki_file, tmp_path_factory):
     require_java()
-    out = build_index(wiki_file, "lucene", tmp_path_factory.mktemp("lucene") / "wiki")
-    with open_index(out) as retriever:
+    return build_index(wiki_file, "lucene", tmp_path_factory.mktemp("lucene") / "wiki")
+
+
+@pytest.fixture(scope="module")
+def wiki_lucene(wiki_lucene_index):
+    with open_index(wiki_lucene_index) as retriever:
         yield retriever
 
 
@@ -37,6 +41,13 @@ def test_lucene_and_bm25s_agree_on_top1(wiki_lucene, wiki_bm25, wiki_questions, 
     for a, b in zip(lucene[:50], light[:50], strict=True):
         if a and b and a[0].id == b[0].id:
             assert a[0].score == pytest.approx(b[0].score, rel=0.05)
+
+
+def test_a_closed_lucene_retriever_says_so(wiki_lucene_index):
+    retriever = open_index(wiki_lucene_index)
+    retriever.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        retriever.search(["Eiffel Tower Paris"])
 
 
 def test_lucene_returns_raw_documents(wiki_lucene, wiki_rows):

@@ -45,6 +45,13 @@ def test_task_file_code_is_never_run(tmp_path: Path):
     assert not marker.exists()
 
 
+def test_a_task_file_dict_that_unpacks_a_name_is_a_clear_error(tmp_path: Path):
+    task_file = tmp_path / "tasks_test.py"
+    task_file.write_text("TASKS = [{'user_id': 'u', **EXTRA}]\n")
+    with pytest.raises(ValueError, match="not \\*\\*unpacking"):
+        read_tasks(task_file)
+
+
 def test_the_data_subfolder_layout_and_a_missing_file(tmp_path: Path):
     shutil.copytree(DATA, tmp_path / "airline" / "data")
     root = tmp_path / "airline"
