@@ -522,9 +522,8 @@ def report(work: Work, prep: dict[str, Any], results: dict[str, dict[str, Any]],
     console.print(
         f"not equal: first prompt {prep['prompt_tokens']['agent-train']} tokens (agent-train: the env's "
         f"tool listing in the user turn) vs {prep['prompt_tokens']['trl']} (TRL: the template's, in the "
-        f"system turn) | TRL does not run the last turn's tool call | agent-train recomputes logprobs "
-        f"(one more forward pass), rolls out step s+1 while step s trains, keeps a generation copy of the "
-        f"weights",
+        f"system turn) | TRL does not run the last turn's tool call | agent-train rolls out step s+1 "
+        f"while step s trains, keeps a generation copy of the weights",
         highlight=False,
     )
     if abs(ours["turns / episode"] - theirs["turns / episode"]) > 0.05:
