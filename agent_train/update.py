@@ -176,6 +176,7 @@ def optimize(
                 olds.append(old_s)
                 weight_parts.append(weights_s)
             else:
+                assert old is not None and weights is not None, "the separate pass ran before the loop"
                 old_s, weights_s = old[s], weights[s]
             # step_loss scales by the whole step's mask only: each micro-batch needs its own weights alone
             loss, part = step_loss(
@@ -204,6 +205,7 @@ def optimize(
             "grad_norm": float(grad_norm),
             **{k: float(np.mean([p[k] for p in parts])) for k in parts[0]},
         }
+    assert old is not None and weights is not None, "set by the separate pass or by the loss pass"
     stats["is_weight_mean"] = float(weights.sum() / b["mask"].sum().clamp_min(1))
     mismatch = torch.where(b["mask"] > 0, (old - b["behav_logp"]).abs(), 0.0)
     stats["logprob_mismatch"] = float(mismatch.sum() / total_tokens)
