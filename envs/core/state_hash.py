@@ -28,13 +28,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"state_hash cannot hash a {type(value).__name__}; give the env state as plain data")
 
 
+# one encoder for every step: `json.dumps` with options builds a new one per call
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
 def canonical(state: Any) -> str:
     """One text per state: keys sorted, sets sorted, no whitespace."""
     return _ENCODER.encode(state)
-
-
-# one encoder for every step: `json.dumps` with options builds a new one per call
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
 
 
 def text_digest(text: str) -> str:
