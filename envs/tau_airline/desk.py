@@ -58,7 +58,7 @@ __all__ = [  # the tools' arguments are desk_args's, importable from here as wel
     "DATE", "INSURANCE_PER_PASSENGER", "MESSAGES", "PAYMENT_ID", "RESERVATION_ID", "USER_ID", "BaggageArgs",
     "BookReservationArgs", "Cabin", "CertificateArgs", "Desk", "ExpressionArgs", "FlightRef", "Number",
     "PassengerArgs", "PaymentArgs", "ReservationArgs", "SearchArgs", "ThinkArgs", "TransferArgs",
-    "UpdateFlightsArgs", "UpdatePassengersArgs", "UserArgs", "calculate",
+    "UpdateFlightsArgs", "UpdatePassengersArgs", "UserArgs", "calculate", "second_leg_day",
 ]
 
 BOOKING_IDS = ("HATHAT", "HATHAU", "HATHAV")
@@ -101,6 +101,17 @@ def calculate(expression: str, invalid: str = "Error: invalid characters in expr
     try:
         return str(round(float(_evaluate(ast.parse(expression, filename="<string>", mode="eval"))), 2))
     except (SyntaxError, ArithmeticError, ValueError) as exc:
+        raise ToolError(f"Error: {exc}") from exc
+
+
+def second_leg_day(first_arrival: str, day: str) -> str:
+    """The date a one-stop search gives the second leg: `day`, or, when the first leg lands after
+    midnight ("+1"), the next day of the month in May 2024, as both benchmarks count it."""
+    if "+1" not in first_arrival:
+        return day
+    try:
+        return f"2024-05-{int(day[-2:]) + 1}"
+    except ValueError as exc:
         raise ToolError(f"Error: {exc}") from exc
 
 
@@ -320,13 +331,7 @@ class Desk:
             for second in seconds:
                 if first.destination != second.origin:
                     continue
-                if "+1" in first.scheduled_arrival_time_est:
-                    try:
-                        second_day = f"2024-05-{int(a.date[-2:]) + 1}"
-                    except ValueError as exc:
-                        raise ToolError(f"Error: {exc}") from exc
-                else:
-                    second_day = a.date
+                second_day = second_leg_day(first.scheduled_arrival_time_est, a.date)
                 if first.scheduled_arrival_time_est > second.scheduled_departure_time_est:
                     continue
                 first_state, second_state = self._dated(first, a.date), self._dated(second, second_day)
