@@ -4,8 +4,9 @@ Not a benchmark itself (tests/bench runs every other `bench/*.py` in its quick m
 little without the machine it was measured on and how busy that was, so the benches describe both
 the same way from here: the CPU and its load, how much a core's speed swings over the run (a shared
 virtual machine's core can run at half speed for a fraction of a second), servers pinned to one core
-and clients to the others, the CPU seconds and the peak RSS of a process, and an aim's verdict cell.
-The benches import it as they import each other, with their own folder on `sys.path`.
+and clients to the others, the CPU seconds and the peak RSS of a process; and two readings of their
+figures: a p99 and an aim's verdict cell. The benches import it as they import each other, with
+their own folder on `sys.path`.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ def server_cpu_s(pid: int) -> float:
 def yes(met: bool) -> str:
     """An aim's verdict cell: met, or a red no."""
     return "yes" if met else "[red]no[/]"
+
+
+def p99(xs: list[float]) -> float:
+    """The 99th percentile of `xs` as one of its values (the nearest rank), not interpolated."""
+    return sorted(xs)[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:
