@@ -19,9 +19,9 @@ import argparse
 import copy
 import dataclasses
 import json
-import math
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,22 +34,22 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.heldout import evaluate_policy
-from agentrl.agent_train.models import load_model, load_pretrained
+from agentrl.agent_train.models import load_pretrained
 from agentrl.agent_train.search_oracle import export_search_sft
-from agentrl.agent_train.sft import SFTConfig, sft
+from agentrl.agent_train.sft import sft
 from agentrl.agent_train.train import train
 
-ENV = "agentrl/Search-v0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_recipe import (  # bench/search_recipe.py: what this bench and two_stage.py agree on
+    ENV,
+    grpo_config,
+    sft_config,
+    starting_policy,
+    z_score,
+)
+
 MODES = ("episode", "anchor", "branch")
-
-
-def z_score(p1: float, n1: int, p2: float, n2: int) -> float:
-    """Two-proportion z of the second success rate over the first."""
-    pooled = (p1 * n1 + p2 * n2) / (n1 + n2)
-    se = math.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / n1 + 1 / n2))
-    return (p2 - p1) / se
 
 
 def trainable_share(row: dict[str, Any], roots: int) -> float:
@@ -130,46 +130,27 @@ def main() -> None:
     else:
         data = out / "search_oracle.jsonl"
         counts = export_search_sft(data, range(n_sft), env_kwargs, split="train")
-        if model_spec.startswith("tiny"):
-            policy, tokenizer = load_model(model_spec, ENV, "cpu", 0, **env_kwargs)
-        else:
-            policy, tokenizer = load_pretrained(model_spec, "cpu", dtype=torch.float32)
+        policy, tokenizer = starting_policy(model_spec, env_kwargs)
         sft(
-            SFTConfig(
-                data=str(data),
-                out_dir=str(out / "sft"),
-                epochs=args.sft_epochs,
-                lr=args.sft_lr,
-                micro_batch=args.sft_batch,
-                max_tokens=768,
-            ),
+            sft_config(data, out / "sft", epochs=args.sft_epochs, lr=args.sft_lr, micro_batch=args.sft_batch),
             policy=policy,
             tokenizer=tokenizer,
         )
         sft_note = f"SFT checkpoint ({counts['written']} oracle episodes)"
     sft_s = time.perf_counter() - t
     checkpoint = copy.deepcopy(policy.state_dict())
-    base = TrainConfig(
-        env=ENV,
-        env_kwargs=env_kwargs,
-        model=model_spec,
-        device="cpu",
+    base = grpo_config(
+        model_spec,
+        env_kwargs,
         steps=max_steps,
         groups_per_step=args.groups,
         group_size=args.group_size,
-        max_new_tokens=24,
-        token_budget=768,
         lr=args.lr,
-        micro_batch=4,
         eval_seeds=n_eval,
-        eval_k=1,
         concurrency=args.concurrency,
-        exact_sampling=False,
         max_idle_steps=0,  # a flat step is a result here, not a failure
         gen_token_budget=budget,
         credit_branches=args.branches,
-        tensorboard=False,
-        plot=False,
         progress=False,
     )
     sft_eval = evaluate_policy(dataclasses.replace(base, out_dir=str(out / "sft-eval")), policy, tokenizer)

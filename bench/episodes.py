@@ -16,8 +16,9 @@ Seeds cycle over `SEEDS` tasks, as a trainer repeating its task set does, so tha
 worlds come from its world cache (building a new world takes it 0.2 to 0.5 s, which no serving
 path changes).
 
-The server setup is `bench/server.py`'s: servers pinned to the first core, clients to the others,
-the load average and the server's CPU per episode recorded with each row; loopback only.
+The server setup is `bench/server.py`'s (`bench/serving.py`, `bench/measuring.py`): servers pinned
+to the first core, clients to the others, the load average and the server's CPU per episode recorded
+with each row; loopback only.
 """
 
 from __future__ import annotations
@@ -36,14 +37,16 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import server as base  # bench/server.py: processes, pinning, the OpenEnv template
+import measuring  # bench/measuring.py: the machine, its load, the pinning, a process's CPU
+import server as base  # bench/server.py: the step-only row and the server whose CPU it reads
+import serving  # bench/serving.py: the servers, the OpenEnv template, the actions
 from rich.console import Console
 
 from agentrl.client import AsyncEnvClient
 from agentrl.server import collector
 from agentrl.server.local import free_port
 
-ECHO, FLIGHTS, OPENENV = base.ECHO, base.FLIGHTS, base.OPENENV
+ECHO, FLIGHTS, OPENENV = serving.ECHO, serving.FLIGHTS, serving.OPENENV
 CREATE_PATH = "AsyncEnvClient · create, k steps, close"
 RESET_PATH = "AsyncEnvClient · reset, k steps"
 OPENENV_PATH = "OpenEnv client · connect, reset, k steps, close"
@@ -102,11 +105,11 @@ async def run_episodes(row: Row, seconds: float, episode: Callable[[int, Timed],
     warm = Row(row.env, row.path, row.sessions, row.k)
     await asyncio.gather(*(spin(time.perf_counter() + min(0.5, seconds / 3), warm, i)
                            for i in range(row.sessions)))
-    cpu = base.server_cpu_s(base._SERVER_PID)
+    cpu = measuring.server_cpu_s(base._SERVER_PID)
     started = time.perf_counter()
     await asyncio.gather(*(spin(started + seconds, row, i) for i in range(row.sessions)))
     row.seconds = time.perf_counter() - started
-    row.server_cpu_s = base.server_cpu_s(base._SERVER_PID) - cpu
+    row.server_cpu_s = measuring.server_cpu_s(base._SERVER_PID) - cpu
     row.steps = row.episodes * row.k
 
 
@@ -118,7 +121,7 @@ async def agentrl_row(url: str, env_id: str, n: int, k: int, seconds: float, reu
 
         async def create_and_close(i: int, timed: Timed) -> None:
             created = await timed("create", client.create_episode(env_id, seed=next(seeds) % SEEDS))
-            act = base.action_for(env_id, created.info)
+            act = serving.action_for(env_id, created.info)
             for _ in range(k):
                 await timed("step", client.step(created.episode_id, act))
             await timed("close", client.close_episode(created.episode_id))
@@ -126,10 +129,10 @@ async def agentrl_row(url: str, env_id: str, n: int, k: int, seconds: float, reu
         async def reset_and_reuse(i: int, timed: Timed) -> None:
             if i not in held:
                 created = await client.create_episode(env_id, seed=i)
-                held[i] = (created.episode_id, base.action_for(env_id, created.info))
+                held[i] = (created.episode_id, serving.action_for(env_id, created.info))
             eid, _ = held[i]
             first = await timed("reset", client.reset_episode(eid, seed=next(seeds) % SEEDS))
-            act = base.action_for(env_id, first.info)
+            act = serving.action_for(env_id, first.info)
             for _ in range(k):
                 await timed("step", client.step(eid, act))
 
@@ -186,9 +189,9 @@ def measure(args: argparse.Namespace) -> list[Row]:
     except ImportError:
         run = asyncio.run
     seconds = 1.5 if args.quick else 4.0
-    prefix, pinning = base.pin_cores(not args.no_pin)
-    console.print(f"[bold]machine[/]: {base.machine()}; {pinning}")
-    console.print(f"[bold]speed before[/]: {base.speed_swings(prefix)}")
+    prefix, pinning = measuring.pin_cores(not args.no_pin)
+    console.print(f"[bold]machine[/]: {measuring.machine()}; {pinning}")
+    console.print(f"[bold]speed before[/]: {measuring.speed_swings(prefix)}")
     rows: list[Row] = []
 
     def add(label: str, server_pid: int, make: Callable[[], Awaitable[Row]]) -> None:
@@ -200,15 +203,15 @@ def measure(args: argparse.Namespace) -> list[Row]:
             console.print(f"  [red]failed[/]: {type(exc).__name__}: {exc}")
             rows.append(Row("?", label, 0, 0, error=f"{type(exc).__name__}: {exc}"[:80]))
             return
-        row.load = base.load()
+        row.load = measuring.load()
         console.print(f"  {row.episodes / row.seconds:,.0f} episodes/s, {row.steps / row.seconds:,.0f} "
                       f"steps/s, p99 {row.p99_all():.1f} ms (load {row.load})")
         rows.append(row)
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as tmp, base.agentrl_server(port, prefix) as server:
-        workdir = base.openenv_template(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, serving.agentrl_server(port, prefix) as server:
+        workdir = serving.openenv_template(Path(tmp))
         sys.path.insert(0, str(workdir))
         for n in args.sessions:
             add(f"{ECHO} steps only, {n} episodes", server.pid,
@@ -220,7 +223,7 @@ def measure(args: argparse.Namespace) -> list[Row]:
                 # a fresh OpenEnv server per row: a used one stalls new handshakes
                 for held in (True, False) if args.openenv_connect else (True,):
                     oport = free_port()
-                    with base.openenv_server(workdir, oport, prefix) as baseline:
+                    with serving.openenv_server(workdir, oport, prefix) as baseline:
                         add(f"{OPENENV}, {k} steps, {n} episodes{'' if held else ', a connection each'}",
                             baseline.pid, lambda n=n, k=k, p=oport, h=held: openenv_row(
                                 f"http://127.0.0.1:{p}", n, k, seconds, h))
@@ -230,7 +233,7 @@ def measure(args: argparse.Namespace) -> list[Row]:
             for k in args.k:
                 add(f"{FLIGHTS} create, {k} steps, {n} episodes", server.pid,
                     lambda n=n, k=k: agentrl_row(url, FLIGHTS, n, k, seconds, False))
-    console.print(f"[bold]speed after[/]: {base.speed_swings(prefix)}")
+    console.print(f"[bold]speed after[/]: {measuring.speed_swings(prefix)}")
     return rows
 
 
@@ -272,22 +275,19 @@ def report(rows: list[Row]) -> None:
             only = step_only.get((ECHO, 512))
             if only:
                 aims.add_row("Echo k=8, 512 episodes: steps/s >= 80% of steps only", r.path,
-                             f"{r.steps / r.seconds / only:.0%}", _yes(r.steps / r.seconds >= 0.8 * only))
+                             f"{r.steps / r.seconds / only:.0%}",
+                             measuring.yes(r.steps / r.seconds >= 0.8 * only))
             aims.add_row("Echo k=8, 512 episodes: p99 of every call <= 100 ms", r.path,
-                         f"{r.p99_all():.1f} ms", _yes(r.p99_all() <= 100))
+                         f"{r.p99_all():.1f} ms", measuring.yes(r.p99_all() <= 100))
         if r.env == ECHO and r.path == CREATE_PATH and (r.sessions, r.k) in openenv:
             ratio = r.episodes / r.seconds / openenv[(r.sessions, r.k)]
             aims.add_row(f"Echo k={r.k}, {r.sessions} episodes: >= 2x OpenEnv's episodes/s", r.path,
-                         f"{ratio:.2f}x", _yes(ratio >= 2))
+                         f"{ratio:.2f}x", measuring.yes(ratio >= 2))
     console.print(aims)
 
 
 def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
-
-
-def _yes(met: bool) -> str:
-    return "yes" if met else "[red]no[/]"
 
 
 def main() -> int:

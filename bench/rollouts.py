@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import platform
 import time
@@ -63,21 +64,26 @@ def make_driver(latency: float, max_turns: int) -> AsyncEpisode:
     return AsyncEpisode(SlowSource(ENV, env_kwargs={"max_turns": max_turns}, latency=latency))
 
 
-def run_async(
-    backend: HFBackend,
-    tok: Any,
-    seeds: list[int],
-    group: int,
-    latency: float,
-    limits: RolloutLimits,
-    max_turns: int,
-) -> tuple[float, int, int]:
+@dataclass(frozen=True)
+class Work:
+    """What both loops run: the same backend, tasks, group size, limits and turns."""
+
+    backend: HFBackend
+    tok: Any
+    seeds: list[int]
+    group: int
+    limits: RolloutLimits
+    max_turns: int
+
+
+def run_async(work: Work, latency: float) -> tuple[float, int, int]:
     start = time.perf_counter()
     groups = asyncio.run(
         collect_groups(
-            Rollouts(lambda: make_driver(latency, max_turns), backend, tok, limits, concurrency=256),
-            seeds,
-            group,
+            Rollouts(lambda: make_driver(latency, work.max_turns), work.backend, work.tok, work.limits,
+                     concurrency=256),
+            work.seeds,
+            work.group,
         )
     )
     episodes = [e for g in groups for e in g]
@@ -85,30 +91,23 @@ def run_async(
     return time.perf_counter() - start, len(episodes), sum(e.transcript.generated_tokens for e in episodes)
 
 
-def run_sync(
-    backend: HFBackend,
-    tok: Any,
-    seeds: list[int],
-    group: int,
-    latency: float,
-    limits: RolloutLimits,
-    max_turns: int,
-) -> tuple[float, int, int]:
+def run_sync(work: Work, latency: float) -> tuple[float, int, int]:
     start = time.perf_counter()
-    envs = [Latency(gym.make(ENV, max_turns=max_turns), latency) for _ in seeds for _ in range(group)]
+    envs = [Latency(gym.make(ENV, max_turns=work.max_turns), latency)
+            for _ in work.seeds for _ in range(work.group)]
     transcripts = []
-    for env, seed in zip(envs, [s for s in seeds for _ in range(group)], strict=True):
+    for env, seed in zip(envs, [s for s in work.seeds for _ in range(work.group)], strict=True):
         obs, _ = env.reset(seed=seed)
-        t = Transcript(tok)
+        t = Transcript(work.tok)
         t.start([{"role": "user", "content": obs}])
         transcripts.append(t)
     live = list(range(len(envs)))
     turn = 0
     while live:
         # one sampling seed per episode and turn, as the async loop draws them
-        gens = backend._timed_batch(
+        gens = work.backend._timed_batch(
             [transcripts[i].ids for i in live],
-            [limits.max_new_tokens] * len(live),
+            [work.limits.max_new_tokens] * len(live),
             [turn * 10_000 + i for i in live],
         )
         turn += 1
@@ -139,7 +138,8 @@ def main() -> None:
     limits = RolloutLimits(max_new_tokens=16, token_budget=4096)
     model, tok = load_model(args.model, ENV)
     backend = HFBackend(model, tok, max_batch=256)
-    run_async(backend, tok, seeds[:1], 2, 0.0, limits, max_turns)  # warm-up
+    work = Work(backend, tok, seeds, group, limits, max_turns)
+    run_async(dataclasses.replace(work, seeds=seeds[:1], group=2), 0.0)  # warm-up
 
     console = Console(width=120)
     table = Table(
@@ -156,8 +156,8 @@ def main() -> None:
     ):
         table.add_column(col, justify="right")
     for latency in (float(x) for x in args.latencies.split(",")):
-        s_wall, s_eps, s_tok = run_sync(backend, tok, seeds, group, latency, limits, max_turns)
-        a_wall, a_eps, a_tok = run_async(backend, tok, seeds, group, latency, limits, max_turns)
+        s_wall, s_eps, s_tok = run_sync(work, latency)
+        a_wall, a_eps, a_tok = run_async(work, latency)
         ratio = (a_eps / a_wall) / (s_eps / s_wall)
         table.add_row(
             f"{latency * 1000:.0f} ms",

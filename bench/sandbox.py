@@ -23,12 +23,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 from rich.console import Console
 from rich.table import Table
 
 from agentrl.sandbox_server.docker_backend import DockerBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measuring import p99, peak_rss_mib  # bench/measuring.py: a p99 and a process's peak RSS
 
 console = Console()
 
@@ -45,10 +49,6 @@ def timings(fn: Callable[[], object], n: int) -> list[float]:
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
-
-
-def p99(xs: list[float]) -> float:
-    return sorted(xs)[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
 
 
 def wait_pool(backend: DockerBackend, size: int, timeout_s: float = 120.0) -> None:
@@ -157,11 +157,6 @@ def bench_throughput(backend: DockerBackend, concurrency: int, seconds: float) -
     return sum(counts) / elapsed
 
 
-def peak_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
-
-
 POOL_SIZE = 4
 
 
@@ -222,7 +217,7 @@ def bench_server(reps: int) -> dict[str, object]:
             sid = client.post("/v1/sandboxes", json={}).json()["sandbox_id"]
             flood = "python3 -c \"print('x' * 50_000_000)\""
             client.post(f"/v1/sandboxes/{sid}/exec", json={"command": "true"})
-            before = peak_rss_mb(server.pid)
+            before = peak_rss_mib(server.pid)
             for mode in ("session", "oneshot"):
                 reply = client.post(
                     f"/v1/sandboxes/{sid}/exec", json={"command": flood, "mode": mode, "timeout_s": 60}
@@ -233,13 +228,13 @@ def bench_server(reps: int) -> dict[str, object]:
             reply = client.post("/run_code", json=big).json()
             out["big_ms"] = (time.perf_counter() - start) * 1000.0
             assert reply["status"] == "Success", reply["status"]
-            out["rss_before"], out["rss_after"] = before, peak_rss_mb(server.pid)
+            out["rss_before"], out["rss_after"] = before, peak_rss_mib(server.pid)
             upload = os.urandom(60 << 20)
             start = time.perf_counter()
             put = client.put(f"/v1/sandboxes/{sid}/files", params={"path": "upload"}, content=upload)
             put.raise_for_status()
             out["upload_ms"] = (time.perf_counter() - start) * 1000.0
-            out["rss_upload"] = peak_rss_mb(server.pid)
+            out["rss_upload"] = peak_rss_mib(server.pid)
             client.delete(f"/v1/sandboxes/{sid}")
     finally:
         server.terminate()

@@ -37,6 +37,7 @@ from agentrl.sandbox_server.processes import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import processes as bench_processes  # bench/processes.py: servers started, awaited and stopped
+from measuring import p99  # bench/measuring.py: a p99 as the benches take it
 
 START_TIMEOUT_S = bench_processes.START_TIMEOUT_S
 
@@ -104,10 +105,6 @@ def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float) -> tupl
         p.join(timeout=60)
     rate = sum(g["execs"] / g["elapsed"] for g in got)
     return rate, [x for g in got for x in g["latencies"]]
-
-
-def p99(xs: list[float]) -> float:
-    return sorted(xs)[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
 
 
 AGENT, DIRECT, HTTP, SERVED = ("the agent's own time (its duration_ms)",

@@ -20,26 +20,21 @@ timed on the server's core before and after the run shows how much this machine'
 shared virtual machine's core can run at half speed for a fraction of a second, which then shows in
 every figure, p99 first). The client processes, OpenEnv's included, collect garbage as `agentrl
 serve` does (`agentrl.server.collector.short_pauses`), as a rollout worker stepping hundreds of
-episodes should. Everything talks over loopback only.
+episodes should. Everything talks over loopback only. The servers are `bench/serving.py`'s and the
+machine's description `bench/measuring.py`'s, shared with `bench/episodes.py`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
-import platform
-import re
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +50,27 @@ from agentrl.server import collector
 from agentrl.server.local import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import processes  # bench/processes.py: servers started, awaited and stopped
+from measuring import (  # bench/measuring.py: the machine, its load, the pinning, a process's CPU
+    load,
+    machine,
+    pin_cores,
+    server_cpu_s,
+    speed_swings,
+    yes,
+)
+from serving import (  # bench/serving.py: the servers and the actions
+    ECHO,
+    FLIGHTS,
+    OPENENV,
+    action_for,
+    agentrl_server,
+    call,
+    openenv_server,
+    openenv_template,
+    operator_kwargs,
+)
 
-ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
-OPENENV, OPENENV_PATH = "OpenEnv echo", "OpenEnv client · OpenEnv create_app /ws"
+OPENENV_PATH = "OpenEnv client · OpenEnv create_app /ws"
 PATHS = {False: "AsyncEnvClient.step · /v1/ws", True: "AsyncEnvClient.step_batch · /v1/step"}
 REMOTE_PATH = "RemoteEnv.step (sync) · /v1/ws"
 WS_PATH = "OpenEnv client · agentrl /ws"
@@ -66,59 +78,6 @@ LONG = {"max_turns": 10**9}  # episodes must not end while being measured
 BLOCK = 25  # steps of one way in a turn of the per-step overhead measurement
 WINDOW_S = 0.1  # the span over which a row's rate is also counted, to show its swings
 console = Console(width=150)
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
-def action_for(env_id: str, info: dict[str, Any]) -> str:
-    """A real tool call: Echo echoes; Flights runs a search query against the episode's database."""
-    if env_id == FLIGHTS:
-        task = info["task"]["request"]
-        return call(
-            "search_flights", origin=task["origin"], destination=task["destination"], date=task["date"]
-        )
-    return call("echo", text="hello")
-
-
-# --- processes -----------------------------------------------------------------------------------
-def process(cmd: list[str], url: str,
-            cwd: str | None = None) -> AbstractContextManager[subprocess.Popen[bytes]]:
-    """`cmd` (a server answering at `url`) run until `/health` answers; yields the process."""
-    env = {**os.environ, "AGENTRL_TOKEN": "", "OMP_NUM_THREADS": "1"}
-    return processes.started(cmd, lambda: processes.answers(url), env=env, cwd=cwd, timeout_s=90,
-                             stop=signal.SIGTERM, stop_timeout_s=30)
-
-
-def operator_kwargs(env_id: str) -> dict[str, Any]:
-    """Flights-v0 tells its task only to the operator: the bench's search call is built from it."""
-    return {"privileged_info": True} if env_id == FLIGHTS else {}
-
-
-def agentrl_server(port: int, prefix: list[str]):  # type: ignore[no-untyped-def]
-    cmd = [*prefix, sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--max-episodes", "4096",
-           "--env", ECHO, "--env", FLIGHTS,
-           "--env-kwargs", f"{FLIGHTS}={json.dumps(operator_kwargs(FLIGHTS))}"]
-    return process(cmd, f"http://127.0.0.1:{port}")
-
-
-def openenv_template(workdir: Path) -> Path:
-    """Generate the echo env from OpenEnv's template, allowing as many sessions as the bench opens."""
-    subprocess.run(
-        [sys.executable, "-m", "openenv.cli", "init", "bench_echo", "--output-dir", str(workdir)],
-        check=True,
-        capture_output=True,
-    )
-    app = workdir / "bench_echo" / "server" / "app.py"
-    app.write_text(re.sub(r"max_concurrent_envs=\d+", "max_concurrent_envs=4096", app.read_text()))
-    return workdir
-
-
-def openenv_server(workdir: Path, port: int, prefix: list[str]):  # type: ignore[no-untyped-def]
-    # the template's own entry point: uvicorn.run(app, host, port) with OpenEnv's defaults
-    code = f"from bench_echo.server.app import main; main(host='127.0.0.1', port={port})"
-    return process([*prefix, sys.executable, "-c", code], f"http://127.0.0.1:{port}", cwd=str(workdir))
 
 
 # --- measurement ---------------------------------------------------------------------------------
@@ -339,7 +298,8 @@ def in_process_rate(env_id: str, prefix: list[str], steps: int = 300, sessions: 
     the median keeps a busy machine's outliers out, the mean keeps the seeds' different costs (a
     Flights-v0 search returns more rows for some seeds than for seed 0)."""
     code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import numpy as np; "
-            f"from server import *; envs = [make_env({env_id!r}, **LONG, **operator_kwargs({env_id!r})) "
+            f"from server import LONG, action_for, in_turn, make_env, operator_kwargs; "
+            f"envs = [make_env({env_id!r}, **LONG, **operator_kwargs({env_id!r})) "
             f"for _ in range({sessions})]; acts = [action_for({env_id!r}, e.reset(seed=i)[1]) "
             f"for i, e in enumerate(envs)]; lat = in_turn(envs, acts, max(9, {steps} // {sessions})); "
             f"print(1 / float(np.mean(np.median(lat, axis=0))))")
@@ -364,53 +324,6 @@ def in_turn(envs: list[Any], actions: list[str], rounds: int) -> np.ndarray:
 
 
 # --- main ----------------------------------------------------------------------------------------
-def machine() -> str:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}; {os.cpu_count()} cores; load avg {load()}; Python {platform.python_version()}; "
-        f"{platform.system()} {platform.release()}"
-    )
-
-
-def speed_swings(prefix: list[str], times: int = 40) -> str:
-    """The same pure-Python work timed `times` times back to back on the server's core: on a shared
-    virtual machine a core can run it at half speed for a fraction of a second (the host's other
-    work), which shows in every figure measured meanwhile, p99 first."""
-    code = (f"import time\nfor _ in range({times}):\n t = time.perf_counter(); d = {{}}\n"
-            " for i in range(100000): d[i % 1000] = str(i)\n print(time.perf_counter() - t)")
-    out = subprocess.run([*prefix, sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    ms = np.array([float(x) for x in out.stdout.split()]) * 1000
-    return (f"fixed work on the server's core, {times} times: fastest {ms.min():.1f} ms, median "
-            f"{np.median(ms):.1f}, slowest {ms.max():.1f} ({ms.max() / ms.min():.2f}x)")
-
-
-def load() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def pin_cores(pin: bool) -> tuple[list[str], str]:
-    """Servers on the first core (`taskset`), this process and its client processes on the others,
-    so that client and server never take turns on one core; no pinning with one core or no taskset."""
-    cores = sorted(os.sched_getaffinity(0))
-    if not pin or len(cores) < 2 or shutil.which("taskset") is None:
-        return [], "not pinned"
-    os.sched_setaffinity(0, cores[1:])
-    return ["taskset", "-c", str(cores[0])], f"servers on core {cores[0]}, clients on {cores[1:]}"
-
-
-def server_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> int:
     # the client processes (this one and those forked from it) collect garbage as the server does:
     # with hundreds of episodes stepping, a full collection over a client's heap holds all of them
@@ -544,27 +457,23 @@ def report(rows: list[Row], over: dict[str, dict[str, np.ndarray]], allowance: f
             if n in baseline:
                 ratio = r.rate / baseline[n].rate
                 aims.add_row(f"Echo >= 1.5x OpenEnv steps/s at {n} sessions", r.path, f"{ratio:.2f}x",
-                             _yes(ratio >= 1.5))
+                             yes(ratio >= 1.5))
     for r in (r for r in ok if r.env == ECHO and r.sessions == 512 and r.path in PATHS.values()):
         aims.add_row("Echo p99 <= 50 ms at 512 sessions", r.path, f"{r.pct(99):.1f} ms",
-                     _yes(r.pct(99) <= 50))
+                     yes(r.pct(99) <= 50))
     for env_id, o in over.items():
         for key, path in (("remote", REMOTE_PATH), ("async", PATHS[False])):
             d = (np.percentile(o[key], 50) - np.percentile(o["local"], 50)) * 1000
             aims.add_row(f"{env_id.removeprefix('agentrl/')} per-step overhead <= 0.5 ms median", path,
-                         f"{d:.2f} ms", _yes(d <= 0.5))
+                         f"{d:.2f} ms", yes(d <= 0.5))
     if FLIGHTS in over:
         for r in (r for r in ok if r.env == FLIGHTS and r.path == PATHS[False] and r.sessions == 64):
             aims.add_row(f"Flights at 64 sessions >= 2,000 steps/s or >= 80% of in-process "
                          f"(on the server's core: {allowance:,.0f}/s one episode, "
                          f"{allowance_64:,.0f}/s 64 episodes)", r.path,
                          f"{r.rate:,.0f} steps/s = {r.rate / allowance:.0%} / {r.rate / allowance_64:.0%}",
-                         _yes(r.rate >= 2000 or r.rate >= 0.8 * allowance))
+                         yes(r.rate >= 2000 or r.rate >= 0.8 * allowance))
     console.print(aims)
-
-
-def _yes(met: bool) -> str:
-    return "yes" if met else "[red]no[/]"
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,21 +30,20 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.heldout import evaluate_policy
-from agentrl.agent_train.models import load_model, load_pretrained
 from agentrl.agent_train.search_oracle import export_search_sft
-from agentrl.agent_train.sft import SFTConfig, sft
+from agentrl.agent_train.sft import sft
 from agentrl.agent_train.train import train
 
-ENV = "agentrl/Search-v0"
-
-
-def z_score(p1: float, n1: int, p2: float, n2: int) -> float:
-    """Two-proportion z of the second success rate over the first."""
-    pooled = (p1 * n1 + p2 * n2) / (n1 + n2)
-    se = math.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / n1 + 1 / n2))
-    return (p2 - p1) / se
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_recipe import (  # bench/search_recipe.py: what this bench and credit.py agree on
+    ENV,
+    MAX_TOKENS,
+    grpo_config,
+    sft_config,
+    starting_policy,
+    z_score,
+)
 
 
 def plot(path: Path, stages: list[tuple[str, float]], sft_rows: list[dict], grpo_rows: list[dict]) -> None:
@@ -85,10 +84,7 @@ def generation_speed(
     from agentrl.agent_train.backends import HFBackend
     from agentrl.agent_train.rollout import RolloutLimits, Rollouts, collect_groups, driver_factory
 
-    if model_spec.startswith("tiny"):
-        policy, tokenizer = load_model(model_spec, ENV, "cpu", 0, **env_kwargs)
-    else:
-        policy, tokenizer = load_pretrained(model_spec, "cpu", dtype=torch.float32)
+    policy, tokenizer = starting_policy(model_spec, env_kwargs)
     make_driver = driver_factory(ENV, **env_kwargs, split="test")
     table = Table(title=f"Generation on {ENV}, {model_spec}, {torch.get_num_threads()} threads")
     for col in ("batch", "generator", "episodes", "tokens", "wall s", "tokens/s", "speed-up"):
@@ -99,7 +95,7 @@ def generation_speed(
             backend = HFBackend(policy, tokenizer, prefix_cache=0 if name == "before" else 128)
             if name == "before":
                 backend._last_logits_only = {}  # the generator before: logits at every prompt position
-            spec = Rollouts(make_driver, backend, tokenizer, RolloutLimits(24, 768), concurrency=batch)
+            spec = Rollouts(make_driver, backend, tokenizer, RolloutLimits(24, MAX_TOKENS), concurrency=batch)
             episodes = max(batch, 2)
             start = time.perf_counter()
             asyncio.run(collect_groups(spec, [1_000_000 + i for i in range(episodes)], 1, sample_seed=7))
@@ -165,31 +161,19 @@ def main() -> None:
     walls["oracle export"] = time.perf_counter() - t
     console.print(f"oracle episodes (train split): {counts}")
 
-    if model_spec.startswith("tiny"):
-        policy, tokenizer = load_model(model_spec, ENV, "cpu", 0, **env_kwargs)
-    else:
-        policy, tokenizer = load_pretrained(model_spec, "cpu", dtype=torch.float32)
-    cfg = TrainConfig(
-        env=ENV,
-        env_kwargs=env_kwargs,
-        model=model_spec,
-        device="cpu",
+    policy, tokenizer = starting_policy(model_spec, env_kwargs)
+    cfg = grpo_config(
+        model_spec,
+        env_kwargs,
         steps=steps,
         groups_per_step=args.groups,
         group_size=args.group_size,
-        max_new_tokens=24,
-        token_budget=768,
         lr=args.grpo_lr,
-        micro_batch=4,
         eval_seeds=n_eval,
         concurrency=args.concurrency,
-        eval_k=1,
         eval_every=0,
-        exact_sampling=False,  # float32 generation: ~2x faster on CPU
         max_idle_steps=0 if quick else 5,
         max_excluded_frac=0.5,
-        tensorboard=False,
-        plot=False,
         out_dir=str(out / "grpo"),
     )
     stages: list[dict[str, Any]] = []
@@ -204,14 +188,8 @@ def main() -> None:
     walls["base eval"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    sft_cfg = SFTConfig(
-        data=str(data),
-        out_dir=str(out / "sft"),
-        epochs=args.sft_epochs,
-        lr=args.sft_lr,
-        micro_batch=args.sft_batch,
-        max_tokens=768,
-    )
+    sft_cfg = sft_config(data, out / "sft", epochs=args.sft_epochs, lr=args.sft_lr,
+                         micro_batch=args.sft_batch)
     sft_result = sft(sft_cfg, policy=policy, tokenizer=tokenizer)
     walls["sft"] = time.perf_counter() - t
 

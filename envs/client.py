@@ -1,13 +1,12 @@
 """Clients of `agentrl serve`: `RemoteEnv` (a Gymnasium env), `EnvClient` (sync) and `AsyncEnvClient`.
 
-Both clients share one core and differ only in how they wait: `_Wire` describes each call as a
-`Call` (method, path, body, parser), `RetryPolicy.delay` is the one retry policy and `_settled`
-the one reading of a call's last outcome, which the sync client drives with blocking I/O and the
-async client with `await`. An episode's whole life (create, reset, steps, close, fork) travels
-over a persistent WebSocket (`agentrl.client_steps`), every other call over HTTP (httpx). Every
-call that changes an episode carries a `request_id`, so a retry after a lost answer never
-creates, steps or closes twice. The wire format, the typed errors included, is
-`agentrl.protocol`'s; nothing here imports the server.
+Both clients share one core (`agentrl.client_wire`: each endpoint as a `Call`, one retry policy, one
+reading of a call's last outcome) and differ only in how they wait: the sync client drives it with
+blocking I/O, the async client with `await`. An episode's whole life (create, reset, steps, close, fork)
+travels over a persistent WebSocket (`agentrl.client_steps`), every other call over HTTP (httpx). Every
+call that changes an episode carries a `request_id`, so a retry after a lost answer never creates,
+steps or closes twice. The wire format, the typed errors included, is `agentrl.protocol`'s; nothing
+here imports the server.
 """
 
 from __future__ import annotations
@@ -15,21 +14,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import dataclasses
-import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import httpx
 
 from agentrl.client_steps import AsyncSteps, SyncSteps
+from agentrl.client_wire import (
+    Call,
+    RetryPolicy,
+    T,
+    _answer,
+    _headers,
+    _holder_retry,
+    _pooled_transport,
+    _request,
+    _settled,
+    _url,
+    _Wire,
+)
 from agentrl.core import StepResult, TextSpace
 from agentrl.protocol import (
-    API_PREFIX,
-    MUX_PATH,
     Answer,
     CapacityError,
     EnvSpec,
@@ -45,12 +52,8 @@ from agentrl.protocol import (
     UnauthorizedError,
     UnknownEnvError,
     UnknownEpisodeError,
-    dumps,
     error_from,
     is_cluster_url,
-    loads,
-    read_item,
-    step_result,
 )
 
 MAX_FRAME_BYTES = 64 * 2**20  # the largest reply the client accepts on its step channel
@@ -59,168 +62,6 @@ __all__ = [  # the errors are the protocol's, raised here
     "RemoteEnvError", "RetryPolicy", "ServerError", "ShuttingDownError", "StepResult", "UnauthorizedError",
     "UnknownEnvError", "UnknownEpisodeError", "error_from",
 ]
-
-T = TypeVar("T")
-
-
-# --- the wire format, once -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Call(Generic[T]):
-    """One call: over HTTP, or over the step channel (`/v1/ws`) when `step`; then `body` is its frame
-    item (a `BatchItem`, or a `CreateCall`, `ResetCall`, `CloseCall` or `ForkCall`)."""
-
-    method: str
-    path: str
-    parse: Callable[[Any], T]
-    body: dict[str, Any] | None = None
-    step: bool = False
-
-
-def _batch_results(d: dict[str, Any]) -> list[StepResult | ServerError]:
-    """`POST /v1/step`'s items, each read as an item of a `/v1/ws` frame is (`read_item`)."""
-    out: list[StepResult | ServerError] = []
-    for item in d["results"]:
-        status, body, retry_after = read_item(item)
-        out.append(step_result(body) if status < 400 else error_from(status, body, retry_after))
-    return out
-
-
-def _new_id() -> str:
-    """A fresh request id: 128 random bits, as a UUID4 carries, without building the UUID."""
-    return os.urandom(16).hex()
-
-
-class _Wire:
-    """Requests and parsers of every endpoint; no I/O."""
-
-    @staticmethod
-    def health() -> Call[dict[str, Any]]:
-        return Call("GET", "/health", dict)
-
-    @staticmethod
-    def envs() -> Call[list[EnvSpec]]:
-        return Call("GET", f"{API_PREFIX}/envs", lambda d: [EnvSpec.model_validate(e) for e in d["envs"]])
-
-    @staticmethod
-    def env(env_id: str) -> Call[EnvSpec]:
-        return Call("GET", f"{API_PREFIX}/envs/{env_id}", EnvSpec.model_validate)
-
-    @staticmethod
-    def create(env_id: str, seed: int | None, options: dict[str, Any] | None,
-               env_kwargs: dict[str, Any] | None) -> Call[EpisodeCreated]:
-        body = {"op": "create", "env_id": env_id, "seed": seed, "options": options, "env_kwargs": env_kwargs,
-                "request_id": _new_id()}
-        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True)
-
-    @staticmethod
-    def reset(episode_id: str, seed: int | None, options: dict[str, Any] | None) -> Call[EpisodeCreated]:
-        body = {"op": "reset", "episode_id": episode_id, "seed": seed, "options": options,
-                "request_id": _new_id()}
-        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True)
-
-    @staticmethod
-    def step(episode_id: str, action: str, request_id: str | None) -> Call[StepResult]:
-        body = {"episode_id": episode_id, "action": action, "request_id": request_id or _new_id()}
-        return Call("POST", MUX_PATH, step_result, body, step=True)
-
-    @staticmethod
-    def step_batch(items: Sequence[tuple[str, str]]) -> Call[list[StepResult | ServerError]]:
-        steps = [{"episode_id": e, "action": a, "request_id": _new_id()} for e, a in items]
-        return Call("POST", f"{API_PREFIX}/step", _batch_results, {"steps": steps})
-
-    @staticmethod
-    def status(episode_id: str) -> Call[EpisodeStatus]:
-        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}", EpisodeStatus.model_validate)
-
-    @staticmethod
-    def render(episode_id: str) -> Call[str | None]:
-        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/render", lambda d: d["text"])
-
-    @staticmethod
-    def fork(episode_id: str, n: int) -> Call[list[EpisodeForked]]:
-        return Call("POST", MUX_PATH, lambda d: [EpisodeForked.model_validate(e) for e in d["episodes"]],
-                    {"op": "fork", "episode_id": episode_id, "n": n, "request_id": _new_id()}, step=True)
-
-    @staticmethod
-    def trajectory(episode_id: str) -> Call[dict[str, Any]]:
-        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/trajectory", dict)
-
-    @staticmethod
-    def close(episode_id: str) -> Call[bool]:
-        return Call("POST", MUX_PATH, lambda d: bool(d["closed"]),
-                    {"op": "close", "episode_id": episode_id, "request_id": _new_id()}, step=True)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries after transport errors and 429s. Safe because every mutating call is idempotent."""
-
-    retries: int = 3
-    backoff_s: float = 0.1
-    max_wait_s: float = 5.0
-
-    def delay(self, attempt: int, outcome: Answer | Exception) -> float | None:
-        """Seconds to wait before retrying, or None to stop and report `outcome`."""
-        if attempt >= self.retries:
-            return None
-        if isinstance(outcome, Answer):
-            if outcome.status != 429:
-                return None
-            after = outcome.retry_after
-            return min(after if after is not None else self.backoff_s * 2**attempt, self.max_wait_s)
-        if isinstance(outcome, httpx.TransportError):
-            return min(self.backoff_s * 2**attempt, self.max_wait_s)
-        return None
-
-
-def _settled(call: Call[T], outcome: Answer | Exception) -> T:
-    """A call's parsed answer, from the outcome of its last attempt, or the error it raises."""
-    if isinstance(outcome, Exception):
-        raise outcome
-    if outcome.status >= 400:
-        raise error_from(outcome.status, outcome.body, outcome.retry_after)
-    return call.parse(outcome.body)
-
-
-def _answer(response: httpx.Response) -> Answer:
-    try:
-        body = loads(response.content)
-    except ValueError:
-        body = response.text
-    after = response.headers.get("Retry-After", "")
-    return Answer(response.status_code, body, float(after) if after.isdigit() else None)
-
-
-def _pooled_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport | None:
-    try:
-        from httpx_aiohttp import AiohttpTransport
-    except ImportError:  # httpx's own transport: correct, slower under high concurrency
-        return None
-    return AiohttpTransport(limits=limits)
-
-
-def _url(http: httpx.Client | httpx.AsyncClient, path: str) -> str:
-    """`path` under the client's base URL, joined as httpx joins them but parsed once instead of
-    twice (URL parsing is a good share of httpx's cost per request)."""
-    base = str(http.base_url)
-    if not base:
-        return path
-    return base.rstrip("/") + "/" + path.lstrip("/")
-
-
-def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def _request(call: Call[Any]) -> dict[str, Any]:
-    if call.body is None:
-        return {}
-    return {"content": dumps(call.body), "headers": {"content-type": "application/json"}}
-
-
-def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
-    """A cluster's holder is tried once more after a transport error, then its episodes are replayed."""
-    return dataclasses.replace(retry, retries=min(retry.retries, 1))
 
 
 class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
@@ -238,7 +79,7 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
                  retry: RetryPolicy | None = None, http: httpx.Client | None = None):
         self.retry = retry or RetryPolicy()
         self.cluster = None
-        if is_cluster_url(base_url):  # imported here: the routing module is built on this one
+        if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
             from agentrl.cluster_client import SyncRoutes
 
             holder_retry = _holder_retry(self.retry)
@@ -339,7 +180,7 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
                  http: httpx.AsyncClient | None = None):
         self.retry = retry or RetryPolicy()
         self.cluster = None
-        if is_cluster_url(base_url):  # imported here: the routing module is built on this one
+        if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
             from agentrl.cluster_client import AsyncRoutes
 
             holder_retry = _holder_retry(self.retry)

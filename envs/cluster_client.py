@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from agentrl.client import Call, _Wire
+from agentrl.client_wire import Call, _Wire
 from agentrl.protocol import (
     API_PREFIX,
     CLUSTER_PATH,

@@ -17,6 +17,9 @@ the watchdog.
 
 After each command every process of the user it left behind is killed, unless the command asked to
 keep them (`keep_alive`); `reset` kills every process of the user.
+
+One class, `Agent`, holds every operation, since they share its shell, its zygote and the state of
+its processes; what they are built from is in agent_lib.py, agent_files.py and agent_wipe.py.
 """
 
 import base64
@@ -61,15 +64,17 @@ from agentrl_agent_lib import (  # pyright: ignore[reportMissingImports]  # as a
     become_user,
     drain,
     error_kind,
-    fix_tops,
     harden,
     kill_everything,
-    leftovers,
     oom_kills,
     pump,
-    record_fixed,
     state_file,
     user_processes,
+)
+from agentrl_agent_wipe import (  # pyright: ignore[reportMissingImports]  # as above, sent along with this file
+    fix_tops,
+    leftovers,
+    record_fixed,
     wipe_files,
 )
 

@@ -28,7 +28,8 @@ def _agent_source() -> str:
     """The program the agent runs (`python3 -c`): its helper modules, then the agent itself."""
     here = Path(__file__).parent
     source = "import sys, types\n"
-    for module, file in (("agentrl_agent_lib", "agent_lib.py"), ("agentrl_agent_files", "agent_files.py")):
+    for module, file in (("agentrl_agent_lib", "agent_lib.py"), ("agentrl_agent_files", "agent_files.py"),
+                         ("agentrl_agent_wipe", "agent_wipe.py")):
         text = (here / file).read_text()
         source += (
             f"_m = types.ModuleType({module!r})\n"

@@ -33,6 +33,7 @@ DIST = "agentrl-gym"
 NOT_IMPORTED = {
     "agentrl.sandbox_server.agent": "the in-container agent, run by check_sandbox",
     "agentrl.sandbox_server.agent_files": "the in-container agent's file operations, sent along with it",
+    "agentrl.sandbox_server.agent_wipe": "the in-container agent's wipe, sent along with it",
 }
 # import names that differ from their distribution's name (a missing one is matched to its extra by this)
 DISTRIBUTION_OF = {"gem": "gem-llm"}

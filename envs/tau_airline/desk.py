@@ -5,7 +5,8 @@ its gold actions and its scores depend on: bookings get the ids HATHAT, HATHAU, 
 are created at the fixed time 2024-05-15T15:00:00; certificates get the ids certificate_3221322,
 _3221323, _3221324; seats are never taken off a flight; a missing reservation reads "user not
 found"; a one-stop search dates the second leg by adding one to the day of the month. An error is
-raised as `ToolError` with the benchmark's text, and changes nothing.
+raised as `ToolError` with the benchmark's text, and changes nothing. The tools' arguments (one
+pydantic model per tool) are in `desk_args`, shared with τ²-bench's desk.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from __future__ import annotations
 import ast
 import json
 import operator
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -29,6 +29,37 @@ from agentrl.tau_airline.database import (
     reservation_row,
     user_json,
 )
+from agentrl.tau_airline.desk_args import (
+    AIRPORT,
+    DATE,
+    PAYMENT_ID,
+    RESERVATION_ID,
+    USER_ID,
+    BaggageArgs,
+    BookReservationArgs,
+    Cabin,
+    CertificateArgs,
+    ExpressionArgs,
+    FlightRef,
+    Number,
+    PassengerArgs,
+    PaymentArgs,
+    ReservationArgs,
+    SearchArgs,
+    ThinkArgs,
+    TransferArgs,
+    UpdateFlightsArgs,
+    UpdatePassengersArgs,
+    UserArgs,
+)
+
+__all__ = [  # the tools' arguments are desk_args's, importable from here as well
+    "AIRPORT", "AIRPORTS", "BAG_FEE", "BOOKED_AT", "BOOKING_IDS", "CALCULATOR_CHARACTERS", "CERTIFICATE_IDS",
+    "DATE", "INSURANCE_PER_PASSENGER", "MESSAGES", "PAYMENT_ID", "RESERVATION_ID", "USER_ID", "BaggageArgs",
+    "BookReservationArgs", "Cabin", "CertificateArgs", "Desk", "ExpressionArgs", "FlightRef", "Number",
+    "PassengerArgs", "PaymentArgs", "ReservationArgs", "SearchArgs", "ThinkArgs", "TransferArgs",
+    "UpdateFlightsArgs", "UpdatePassengersArgs", "UserArgs", "calculate", "second_leg_day",
+]
 
 BOOKING_IDS = ("HATHAT", "HATHAU", "HATHAV")
 BOOKED_AT = "2024-05-15T15:00:00"
@@ -41,96 +72,6 @@ AIRPORTS = {
 }
 INSURANCE_PER_PASSENGER = 30
 BAG_FEE = 50
-Cabin = Literal["basic_economy", "economy", "business"]
-Number = int | float  # kept as given: the benchmark's comparison tells 250 from 250.0
-
-PAYMENT_ID = "A payment id from the user's profile, such as 'credit_card_7815826' or 'gift_card_7815826'."
-RESERVATION_ID = "The reservation id, such as 'ZFA04Y'."
-USER_ID = "The user id, such as 'sara_doe_496'."
-AIRPORT = "An airport's three-letter IATA code, such as 'JFK'."
-DATE = "A date as YYYY-MM-DD, such as '2024-05-01'."
-
-
-# --- arguments --------------------------------------------------------------------------------
-class FlightRef(BaseModel):
-    flight_number: str = Field(description="A flight number, such as 'HAT001'.")
-    date: str = Field(description=DATE)
-
-
-class PassengerArgs(BaseModel):
-    first_name: str = Field(description="First name, such as 'Noah'.")
-    last_name: str = Field(description="Last name, such as 'Brown'.")
-    dob: str = Field(description="Date of birth as YYYY-MM-DD.")
-
-
-class PaymentArgs(BaseModel):
-    payment_id: str = Field(description=PAYMENT_ID)
-    amount: Number = Field(description="The amount paid with this method.")
-
-
-class BookReservationArgs(BaseModel):
-    user_id: str = Field(description=USER_ID)
-    origin: str = Field(description=AIRPORT)
-    destination: str = Field(description=AIRPORT)
-    flight_type: Literal["one_way", "round_trip"]
-    cabin: Cabin
-    flights: list[FlightRef] = Field(description="Every flight segment of the reservation.")
-    passengers: list[PassengerArgs] = Field(description="Every passenger of the reservation.")
-    payment_methods: list[PaymentArgs] = Field(description="How the total is paid, split over methods.")
-    total_baggages: int = Field(description="Checked bags in all.")
-    nonfree_baggages: int = Field(description="Checked bags that are paid for.")
-    insurance: Literal["yes", "no"]
-
-
-class ExpressionArgs(BaseModel):
-    expression: str = Field(description="Numbers, + - * /, parentheses and spaces, such as '2 + 2'.")
-
-
-class ReservationArgs(BaseModel):
-    reservation_id: str = Field(description=RESERVATION_ID)
-
-
-class UserArgs(BaseModel):
-    user_id: str = Field(description=USER_ID)
-
-
-class SearchArgs(BaseModel):
-    origin: str = Field(description=AIRPORT)
-    destination: str = Field(description=AIRPORT)
-    date: str = Field(description=DATE)
-
-
-class CertificateArgs(BaseModel):
-    user_id: str = Field(description=USER_ID)
-    amount: Number = Field(description="The certificate's amount.")
-
-
-class ThinkArgs(BaseModel):
-    thought: str = Field(description="The thought.")
-
-
-class TransferArgs(BaseModel):
-    summary: str = Field(description="A summary of the customer's issue.")
-
-
-class BaggageArgs(BaseModel):
-    reservation_id: str = Field(description=RESERVATION_ID)
-    total_baggages: int = Field(description="The new number of checked bags in all.")
-    nonfree_baggages: int = Field(description="The new number of paid checked bags.")
-    payment_id: str = Field(description=PAYMENT_ID)
-
-
-class UpdateFlightsArgs(BaseModel):
-    reservation_id: str = Field(description=RESERVATION_ID)
-    cabin: Cabin
-    flights: list[FlightRef] = Field(
-        description="Every flight of the whole new reservation, unchanged ones too.")
-    payment_id: str = Field(description=PAYMENT_ID)
-
-
-class UpdatePassengersArgs(BaseModel):
-    reservation_id: str = Field(description=RESERVATION_ID)
-    passengers: list[PassengerArgs] = Field(description="Every passenger of the reservation.")
 
 
 # --- arithmetic -------------------------------------------------------------------------------
@@ -160,6 +101,17 @@ def calculate(expression: str, invalid: str = "Error: invalid characters in expr
     try:
         return str(round(float(_evaluate(ast.parse(expression, filename="<string>", mode="eval"))), 2))
     except (SyntaxError, ArithmeticError, ValueError) as exc:
+        raise ToolError(f"Error: {exc}") from exc
+
+
+def second_leg_day(first_arrival: str, day: str) -> str:
+    """The date a one-stop search gives the second leg: `day`, or, when the first leg lands after
+    midnight ("+1"), the next day of the month in May 2024, as both benchmarks count it."""
+    if "+1" not in first_arrival:
+        return day
+    try:
+        return f"2024-05-{int(day[-2:]) + 1}"
+    except ValueError as exc:
         raise ToolError(f"Error: {exc}") from exc
 
 
@@ -379,13 +331,7 @@ class Desk:
             for second in seconds:
                 if first.destination != second.origin:
                     continue
-                if "+1" in first.scheduled_arrival_time_est:
-                    try:
-                        second_day = f"2024-05-{int(a.date[-2:]) + 1}"
-                    except ValueError as exc:
-                        raise ToolError(f"Error: {exc}") from exc
-                else:
-                    second_day = a.date
+                second_day = second_leg_day(first.scheduled_arrival_time_est, a.date)
                 if first.scheduled_arrival_time_est > second.scheduled_departure_time_est:
                     continue
                 first_state, second_state = self._dated(first, a.date), self._dated(second, second_day)

@@ -35,6 +35,29 @@ class Base(DeclarativeBase):
     pass
 
 
+class UserListRow:
+    """A row of a list in a user's document: the user, then the row's place in that list (both the key).
+    `sort_order` keeps them the table's first columns, as where each table declared them itself."""
+
+    user_id: Mapped[str] = mapped_column(String, primary_key=True, sort_order=-1)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, sort_order=-1)
+
+
+class ReservationListRow:
+    """A row of a list in a reservation's document: the reservation, then the row's place in that list."""
+
+    reservation_id: Mapped[str] = mapped_column(String, primary_key=True, sort_order=-1)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, sort_order=-1)
+
+
+class Person:
+    """A passenger's name and date of birth, as saved in a profile or listed on a reservation."""
+
+    first_name: Mapped[str] = mapped_column(String)
+    last_name: Mapped[str] = mapped_column(String)
+    dob: Mapped[str] = mapped_column(String)
+
+
 class User(Base):
     __tablename__ = "users"
     user_id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -58,22 +81,15 @@ class PaymentMethod(Base):
     amount: Mapped[Any] = mapped_column(JsonNumber, nullable=True)
 
 
-class SavedPassenger(Base):
+class SavedPassenger(UserListRow, Person, Base):
     __tablename__ = "saved_passengers"
-    user_id: Mapped[str] = mapped_column(String, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    first_name: Mapped[str] = mapped_column(String)
-    last_name: Mapped[str] = mapped_column(String)
-    dob: Mapped[str] = mapped_column(String)
 
 
-class UserReservation(Base):
+class UserReservation(UserListRow, Base):
     """The reservation ids a user's profile lists (the benchmark keeps this list apart from the
     reservations' own `user_id`)."""
 
     __tablename__ = "user_reservations"
-    user_id: Mapped[str] = mapped_column(String, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     reservation_id: Mapped[str] = mapped_column(String)
 
 
@@ -124,10 +140,8 @@ class Reservation(Base):
     status: Mapped[str | None] = mapped_column(String, nullable=True)  # set once cancelled
 
 
-class ReservationFlight(Base):
+class ReservationFlight(ReservationListRow, Base):
     __tablename__ = "reservation_flights"
-    reservation_id: Mapped[str] = mapped_column(String, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     origin: Mapped[str] = mapped_column(String)
     destination: Mapped[str] = mapped_column(String)
     flight_number: Mapped[str] = mapped_column(String)
@@ -135,20 +149,13 @@ class ReservationFlight(Base):
     price: Mapped[Any] = mapped_column(JsonNumber)
 
 
-class ReservationPassenger(Base):
+class ReservationPassenger(ReservationListRow, Person, Base):
     __tablename__ = "reservation_passengers"
-    reservation_id: Mapped[str] = mapped_column(String, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    first_name: Mapped[str] = mapped_column(String)
-    last_name: Mapped[str] = mapped_column(String)
-    dob: Mapped[str] = mapped_column(String)
 
 
-class Payment(Base):
+class Payment(ReservationListRow, Base):
     """One line of a reservation's payment history (refunds are negative lines)."""
 
     __tablename__ = "payments"
-    reservation_id: Mapped[str] = mapped_column(String, primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     payment_id: Mapped[str] = mapped_column(String)
     amount: Mapped[Any] = mapped_column(JsonNumber)

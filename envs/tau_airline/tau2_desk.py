@@ -148,13 +148,7 @@ class Tau2Desk(d.Desk):
         results = []
         for first in self._direct(a.date, a.origin, None):
             first["date"] = a.date
-            if "+1" in first["scheduled_arrival_time_est"]:
-                try:
-                    second_day = f"2024-05-{int(a.date[-2:]) + 1}"
-                except ValueError as exc:
-                    raise ToolError(f"Error: {exc}") from exc
-            else:
-                second_day = a.date
+            second_day = d.second_leg_day(first["scheduled_arrival_time_est"], a.date)
             for second in self._direct(second_day, first["destination"], a.destination,
                                        first["scheduled_arrival_time_est"]):
                 second["date"] = second_day

@@ -18,7 +18,8 @@ from support import unavailable
 ROOT = Path(__file__).resolve().parents[2]
 # benches whose quick mode a test of their own runs and checks further
 RUN_ELSEWHERE = {"trainer.py"}  # tests/bench/test_trainer_bench.py
-HELPERS = {"processes.py"}  # modules the benches import, not benches themselves
+# modules the benches import, not benches themselves
+HELPERS = {"measuring.py", "processes.py", "search_recipe.py", "serving.py", "trainer_work.py"}
 BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE | HELPERS)
 NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py", "cluster.py"}
 

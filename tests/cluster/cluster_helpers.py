@@ -25,7 +25,52 @@ RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"
            "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-class ServedCluster:
+class ServedHolders:
+    """A command serving several holders behind one holder map (`self.discovery`), run as `self.proc`
+    (its stderr piped): what both kinds of cluster below share."""
+
+    discovery: str
+    proc: subprocess.Popen[str]
+    name = "the cluster"  # what an error calls the command
+    headers: dict[str, str] = {}
+
+    def holders(self) -> list[dict[str, Any]]:
+        return httpx.get(self.discovery, timeout=10, headers=self.headers).json()["holders"]
+
+    def wait(self, predicate, timeout_s: float = START_TIMEOUT_S, what: str = "the cluster") -> Any:
+        """Poll the holder map until `predicate(holders)` is truthy; fail past `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        holders: Any = None
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"{self.name} exited: {self.proc.stderr.read()[-2000:]}"
+            try:
+                holders = self.holders()
+            except httpx.HTTPError:
+                holders = None
+            if holders is not None and (got := predicate(holders)):
+                return got
+            time.sleep(0.1)
+        raise AssertionError(f"{what} not reached in {timeout_s} s: {holders}")
+
+    def kill_holder(self, holder: str) -> None:
+        """SIGKILL every process that holds the holder's listening socket (a forked process may hold
+        it too, the command itself does not count), and return once its port refuses connections, so
+        the kill has landed."""
+        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
+        kill_listener(url, keep=(self.proc.pid,))
+
+    def stop(self) -> None:
+        """End the command as Ctrl-C would (SIGKILL after a minute)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class ServedCluster(ServedHolders):
     """A cluster of `kind` "processes" or "ray" (a local Ray started by the command, actors taking
     half a CPU each so that a two-core machine holds four) on a free loopback port; `stop()` ends
     it as Ctrl-C would."""
@@ -45,23 +90,6 @@ class ServedCluster:
         args += list(extra)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **RAY_ENV})
-
-    def holders(self) -> list[dict[str, Any]]:
-        return httpx.get(self.discovery, timeout=10).json()["holders"]
-
-    def wait(self, predicate, timeout_s: float = START_TIMEOUT_S, what: str = "the cluster") -> Any:
-        """Poll the holder map until `predicate(holders)` is truthy; fail past `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"the cluster exited: {self.proc.stderr.read()[-2000:]}"
-            try:
-                holders = self.holders()
-            except httpx.HTTPError:
-                holders = None
-            if holders is not None and (got := predicate(holders)):
-                return got
-            time.sleep(0.1)
-        raise AssertionError(f"{what} not reached in {timeout_s} s: {holders}")
 
     def wait_up(self, count: int) -> list[dict[str, Any]]:
         """The holders up, once `count` are and none is starting."""
@@ -102,32 +130,6 @@ class ServedCluster:
         """The process listening on the holder's port (a child process, or a Ray actor's worker)."""
         url = next(h["url"] for h in self.holders() if h["holder"] == holder)
         return pid_listening_on(int(url.rsplit(":", 1)[1]))
-
-    def kill_holder(self, holder: str) -> None:
-        """SIGKILL every process that holds the holder's listening socket (a forked process may hold
-        it too), and return once its port refuses connections, so the kill has landed."""
-        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
-        port = int(url.rsplit(":", 1)[1])
-        for pid in pids_listening_on(port):
-            if pid not in (self.proc.pid, os.getpid()):  # the cluster's parent, or this test, may hold it
-                os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            except OSError:
-                return
-            time.sleep(0.01)
-        raise AssertionError(f"holder {holder} still accepts connections on {port} 10 s after SIGKILL")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def alive(pid: int) -> bool:
@@ -184,12 +186,15 @@ def need_docker() -> None:
         unavailable(str(exc).splitlines()[0])
 
 
-class ServedSandboxes:
+class ServedSandboxes(ServedHolders):
     """`agentrl sandbox serve --processes N` in a child process on a free loopback port."""
+
+    name = "the sandbox servers"
 
     def __init__(self, processes: int = 2, pool_size: int = 1, token: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.discovery = f"{self.url}/v1/cluster"
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         env = {k: v for k, v in os.environ.items() if k != "AGENTRL_SANDBOX_TOKEN"}
         self.proc = subprocess.Popen(
@@ -197,36 +202,9 @@ class ServedSandboxes:
              "--port", str(self.port), "--pool-size", str(pool_size), *(["--token", token] if token else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
-    def holders(self) -> list[dict[str, Any]]:
-        return httpx.get(f"{self.url}/v1/cluster", timeout=10, headers=self.headers).json()["holders"]
-
     def wait_up(self, count: int, timeout_s: float = START_TIMEOUT_S) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout_s
-        holders: Any = None
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"the sandbox servers exited: {self.proc.stderr.read()[-2000:]}"
-            try:
-                holders = self.holders()
-            except httpx.HTTPError:
-                holders = None
-            if holders and sum(h["state"] == "up" for h in holders) >= count:
-                return holders
-            time.sleep(0.1)
-        raise AssertionError(f"{count} sandbox servers not up in {timeout_s} s: {holders}")
-
-    def kill_holder(self, holder: str) -> None:
-        """SIGKILL the sandbox server `holder`, returning once its port refuses connections."""
-        url = next(h["url"] for h in self.holders() if h["holder"] == holder)
-        kill_listener(url, keep=(self.proc.pid,))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        return self.wait(lambda hs: hs if hs and sum(h["state"] == "up" for h in hs) >= count else None,
+                         timeout_s, f"{count} sandbox servers up")
 
 
 def kill_listener(url: str, keep: tuple[int, ...] = ()) -> None:
