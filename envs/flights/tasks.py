@@ -40,7 +40,8 @@ SPLITS = SPLIT_NAMES
 OUTCOME_BLOCK, N_INFEASIBLE, N_REFUSED = 40, 5, 4
 ATTEMPTS, MAX_VARIANTS = 400, 24
 STRICT_SHARE = 0.75  # of seat and budget tasks whose pick blind to their own constraint must be wrong
-WINDOW_HOURS = (13, 10, 7)  # width of the departure window per level
+SPREAD = 0.6  # of a route's bookable flights: the answer's place in its blind order is drawn below this
+WINDOW_HOURS = (4, 3, 2)  # width of the departure window per level
 
 
 @dataclass
@@ -110,10 +111,11 @@ class _Draw:
     """One attempt at a task: parameter draws and candidate search, with a fare change applied."""
 
     def __init__(
-        self, world: World, rng: np.random.Generator, level: int, outcome: str, strict: bool
+        self, world: World, rng: np.random.Generator, level: int, outcome: str, strict: bool, place: float
     ) -> None:
         self.world, self.rng, self.level, self.outcome = world, rng, level, outcome
         self.strict = strict  # ask for the family's own distractor too (most tasks)
+        self.place = place  # where the answer stands in its objective's blind order, as a share
         self.price_override: dict[tuple[int, str], int] = {}
         self.fitting: list[int] = []  # the exact-route flights that fit, as of the last `settle`
 
@@ -127,9 +129,7 @@ class _Draw:
         return items[int(self.rng.integers(len(items)))]
 
     def route(self) -> tuple[str, str, str]:
-        weights = self.world.route_weights
-        i = int(np.searchsorted(weights, self.rng.random() * weights[-1], side="right"))
-        return self.world.task_routes[min(i, len(weights) - 1)]
+        return self.choice(self.world.task_routes)
 
     def cabin(self) -> str:
         return "economy" if self.level == 1 else self.choice(CABINS)
@@ -174,7 +174,8 @@ class _Draw:
         """The answer on the exact route, or None if there is none; `_Retry` unless rivals exist."""
         exact = [f for f in self.flights(*route) if self.fits(f, c)]
         self.fitting = exact
-        lures = [f for f in self.flights(*route, citywide=True) if f not in exact and self.fits(f, c)]
+        fitting = set(exact)
+        lures = [f for f in self.flights(*route, citywide=True) if f not in fitting and self.fits(f, c)]
         if not exact:
             if city_lure and not lures:
                 raise _Retry  # an infeasible request must tempt a city-level reading
@@ -198,11 +199,19 @@ class _Draw:
         return flight_id, cabin, new
 
     def decide(
-        self, route: tuple[str, str, str], cabin: str, seats: int, target: int, exclude: int | None = None
+        self,
+        route: tuple[str, str, str],
+        cabin: str,
+        seats: int,
+        target: int,
+        choose: str,
+        exclude: int | None = None,
     ) -> None:
         """`_Retry` unless the constraints decide: the route's cheapest and earliest flight that
         could seat the party (whatever the window, budget, seat type or "earliest"), and the first
-        flight the search lists, are all another flight than the answer."""
+        flight the search lists, are all another flight than the answer; and unless the answer
+        stands at the place of the task's draw in the blind order of its objective (by price for
+        "cheapest", by departure for "earliest")."""
         listed = sorted(self.flights(*route, citywide=True), key=lambda f: self.world.flights[f]["number"])
         bookable = [
             f
@@ -213,9 +222,17 @@ class _Draw:
         blind = {
             min(bookable, key=lambda f: (self.price(f, cabin), flights[f]["departs"])),
             min(bookable, key=lambda f: flights[f]["departs"]),
+            max(bookable, key=lambda f: flights[f]["departs"]),
             listed[0],
         }
         if target in blind:
+            raise _Retry
+        if choose == "earliest":
+            order = sorted(bookable, key=lambda f: flights[f]["departs"])
+        else:
+            order = sorted(bookable, key=lambda f: (self.price(f, cabin), flights[f]["departs"]))
+        places = max(1, int(SPREAD * len(order)) - 1)  # places 2, 3, ... of the order
+        if order.index(target) < 1 + int(self.place * places):
             raise _Retry
 
     def match(self, natural: str) -> None:
@@ -232,9 +249,10 @@ def generate_task(world: World, family: str, level: int, index: int, fare_change
     rng = np.random.default_rng([index, level, FAMILIES.index(family), SPLITS.index(world.split), 99])
     generator = _existing_task if family in ("cancel_rebook", "change_earlier") else _book_task
     strict = rng.random() < STRICT_SHARE
+    place = rng.random()
     for _ in range(ATTEMPTS):
         try:
-            task = generator(_Draw(world, rng, level, outcome, strict), family, index, fare_changes)
+            task = generator(_Draw(world, rng, level, outcome, strict, place), family, index, fare_changes)
         except _Retry:
             continue
         task.variant = world.variant
@@ -298,7 +316,7 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
     change = draw.bump(route, cabin) if fare_changes else None
     target = draw.settle(route, c, choose, city_lure=True)
     if target is not None:
-        draw.decide(route, cabin, c.get("seats", 1), target)
+        draw.decide(route, cabin, c.get("seats", 1), target, choose)
     if target is not None and draw.strict:
         _distractor(draw, family, route, c, target)
     draw.match("refused" if refusal and target is not None else "infeasible" if target is None else "done")
@@ -404,7 +422,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     change = draw.bump(route, cabin) if fare_changes else None
     target = draw.settle(route, c, choose, city_lure=True)
     if target is not None:
-        draw.decide(route, cabin, 1, target, exclude=old["id"])
+        draw.decide(route, cabin, 1, target, choose, exclude=old["id"])
     if forbidden:
         draw.match("refused" if target is not None else "forbidden and infeasible")
     else:
