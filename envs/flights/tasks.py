@@ -7,10 +7,24 @@ from one outcome-independent distribution until the world gives that outcome, so
 tells the outcome. Draws are also rejected unless the answer has real rivals: at least two
 flights of the exact route fit the request, and the answer differs from what a city-level or
 constraint-blind reading would pick. Every request, at every level, has constraints that decide:
-wherever there is an answer (done and refused requests), the exact route's cheapest and its
-earliest flight ignoring the window, budget, seat and "earliest" (what the coarse macros called
-with their required arguments only pick, too), and the first flight a search lists, are all
-wrong.
+wherever there is an answer (done and refused requests), the exact route's cheapest, its earliest
+and its latest flight ignoring the window, budget, seat and "earliest" (what the coarse macros
+called with their required arguments only pick, too), and the first flight a search lists, are
+all wrong.
+
+Ruling out the first place of a blind order moves the answer to the next place unless the route
+has many flights and the answer's place is spread over them. Requests are about a world's trunks
+(about 35 flights a day each way, see `world.py`), windows are narrow (4, 3, 2 hours at levels 1,
+2, 3), and each task draws a place before its parameters: the answer must stand at that place or
+later in the blind order of its own objective (by price for "cheapest", by departure for
+"earliest"), the place uniform over the first `SPREAD` of the route's bookable flights. A window
+holds the cheap flights of its hours, so the cheapest in it is mostly among the route's first few
+by price; the drawn place lifts it up the order without pointing anywhere (a floor, not a target:
+far fewer draws are rejected, and no place holds the answer more often than 1 / the number of
+places). The other blind orders (by departure for "cheapest", by price for "earliest", the
+search's listing) are spread by the windows' positions and by the price draws. Each place k of
+each order then holds the answer of a few tasks in a hundred (`tests/flights/test_flights_hacks.py`
+plays the 2nd-5th cheapest and earliest, 1st-3rd latest and dearest).
 
 In the moving world (`fare_changes`), the first write meets a fare rise on one of the flights the
 route's search lists, drawn uniformly, independent of the answer; the answer is settled on the
@@ -40,7 +54,7 @@ SPLITS = SPLIT_NAMES
 OUTCOME_BLOCK, N_INFEASIBLE, N_REFUSED = 40, 5, 4
 ATTEMPTS, MAX_VARIANTS = 400, 24
 STRICT_SHARE = 0.75  # of seat and budget tasks whose pick blind to their own constraint must be wrong
-SPREAD = 0.6  # of a route's bookable flights: the answer's place in its blind order is drawn below this
+SPREAD = 0.6  # the share of a route's bookable flights whose places the answer's floor is drawn from
 WINDOW_HOURS = (4, 3, 2)  # width of the departure window per level
 
 
@@ -207,10 +221,10 @@ class _Draw:
         choose: str,
         exclude: int | None = None,
     ) -> None:
-        """`_Retry` unless the constraints decide: the route's cheapest and earliest flight that
-        could seat the party (whatever the window, budget, seat type or "earliest"), and the first
-        flight the search lists, are all another flight than the answer; and unless the answer
-        stands at the place of the task's draw in the blind order of its objective (by price for
+        """`_Retry` unless the constraints decide: the route's cheapest, earliest and latest flight
+        that could seat the party (whatever the window, budget, seat type or "earliest"), and the
+        first flight the search lists, are all another flight than the answer; and unless the answer
+        stands at the task's drawn place or later in the blind order of its objective (by price for
         "cheapest", by departure for "earliest")."""
         listed = sorted(self.flights(*route, citywide=True), key=lambda f: self.world.flights[f]["number"])
         bookable = [
@@ -231,7 +245,7 @@ class _Draw:
             order = sorted(bookable, key=lambda f: flights[f]["departs"])
         else:
             order = sorted(bookable, key=lambda f: (self.price(f, cabin), flights[f]["departs"]))
-        places = max(1, int(SPREAD * len(order)) - 1)  # places 2, 3, ... of the order
+        places = max(1, int(SPREAD * len(order)) - 1)  # floors 2, 3, ... (place 1 is ruled out above)
         if order.index(target) < 1 + int(self.place * places):
             raise _Retry
 

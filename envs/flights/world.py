@@ -1,7 +1,14 @@
 """Generating a flight world per task seed, and copying it fast into each episode's database.
 
-A world is a pure function of (split, index, days): its own start date, routes (a sample of the
-split's city pairs), schedule, fares, seat maps and customers. It is generated once into plain
+A world is a pure function of (split, index, days): its own start date, city pair (one of the
+split's), schedule, fares, seat maps and customers. The pair is flown mostly on its trunk, the
+route between the two cities' main airports, about 35 times a day each way, and more thinly to
+and from a second airport at lower fares. Requests are about trunks, and the trips customers have
+already booked are on them: a request's exact route then has enough flights that no place of an
+order blind to its constraints (the route's 2nd cheapest, 3rd earliest, ...) holds the answer
+often (see `tasks.py`), where a route of four flights a day gave it away at the 2nd place. One
+pair a world keeps the rows (and so the cost of each episode's copy) about what four thinly flown
+pairs had. It is generated once into plain
 rows, loaded into an in-memory SQLite *template* with raw `executemany`, and kept in an LRU
 cache; every episode then gets its own in-memory database as a page copy, no SQL replayed:
 `deserialize` of the template's image where Python has it (3.11+), SQLite's backup API elsewhere.
