@@ -427,7 +427,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
         forbidden = "late_cancellation" if notice < timedelta(hours=CANCEL_NOTICE_HOURS) else None
     else:
         route = (old["origin"], old["destination"], old["date"])
-        earliest = minutes(old["departs"]) - int(draw.rng.integers(3, 9)) * 60
+        earliest = minutes(old["departs"]) - int(draw.rng.integers(1, 17)) * 30  # half an hour to 8 hours
         after = hhmm(max(5 * 60, earliest))  # at every level: "earliest" alone would not decide
         before = hhmm(minutes(old["departs"]) - 1)
         choose = "earliest"
