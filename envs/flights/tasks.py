@@ -52,7 +52,7 @@ LEVELS = (1, 2, 3)
 SPLITS = SPLIT_NAMES
 # per block of OUTCOME_BLOCK consecutive seeds of a family: this many infeasible, this many refused
 OUTCOME_BLOCK, N_INFEASIBLE, N_REFUSED = 40, 5, 4
-ATTEMPTS, MAX_VARIANTS = 400, 24
+ATTEMPTS, MAX_VARIANTS = 400, 64  # a high drawn floor at the widest window can take a few dozen worlds
 STRICT_SHARE = 0.75  # of seat and budget tasks whose pick blind to their own constraint must be wrong
 SPREAD = 0.6  # the share of a route's bookable flights whose places the answer's floor is drawn from
 WINDOW_HOURS = (4, 3, 2)  # width of the departure window per level
