@@ -188,14 +188,13 @@ class _Draw:
         """The answer on the exact route, or None if there is none; `_Retry` unless rivals exist."""
         exact = [f for f in self.flights(*route) if self.fits(f, c)]
         self.fitting = exact
-        fitting = set(exact)
-        lures = [f for f in self.flights(*route, citywide=True) if f not in fitting and self.fits(f, c)]
+        if len(exact) == 1:
+            raise _Retry  # the answer must not be the only flight that fits
+        lures = [f for f in self.world.other_flights(*route) if self.fits(f, c)] if city_lure else []
         if not exact:
             if city_lure and not lures:
                 raise _Retry  # an infeasible request must tempt a city-level reading
             return None
-        if len(exact) < 2:
-            raise _Retry  # the answer must not be the only flight that fits
         target = self.best(exact, c["cabin"], choose)
         if city_lure and self.best(exact + lures, c["cabin"], choose) == target:
             raise _Retry  # a city-level reading must pick another flight

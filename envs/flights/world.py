@@ -197,8 +197,21 @@ class World:
             self._by_city[key] = found
         return found
 
+    def other_flights(self, origin: str, destination: str, day: str) -> list[int]:
+        """The day's flights between the two cities that are not on this exact route."""
+        key = (origin, destination, day)
+        found = self._others.get(key)
+        if found is None:
+            exact = set(self.route_flights(origin, destination, day))
+            found = self._others[key] = [f for f in self.city_flights(*key) if f not in exact]
+        return found
+
     @cached_property
     def _by_city(self) -> dict[tuple[str, str, str], list[int]]:
+        return {}
+
+    @cached_property
+    def _others(self) -> dict[tuple[str, str, str], list[int]]:
         return {}
 
     def table_rows(self, table: str) -> list[tuple[Any, ...]]:
