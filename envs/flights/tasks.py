@@ -7,10 +7,24 @@ from one outcome-independent distribution until the world gives that outcome, so
 tells the outcome. Draws are also rejected unless the answer has real rivals: at least two
 flights of the exact route fit the request, and the answer differs from what a city-level or
 constraint-blind reading would pick. Every request, at every level, has constraints that decide:
-wherever there is an answer (done and refused requests), the exact route's cheapest and its
-earliest flight ignoring the window, budget, seat and "earliest" (what the coarse macros called
-with their required arguments only pick, too), and the first flight a search lists, are all
-wrong.
+wherever there is an answer (done and refused requests), the exact route's cheapest, its earliest
+and its latest flight ignoring the window, budget, seat and "earliest" (what the coarse macros
+called with their required arguments only pick, too), and the first flight a search lists, are
+all wrong.
+
+Ruling out the first place of a blind order moves the answer to the next place unless the route
+has many flights and the answer's place is spread over them. Requests are about a world's trunks
+(about 35 flights a day each way, see `world.py`), windows are narrow (4, 3, 2 hours at levels 1,
+2, 3), and each task draws a place before its parameters: the answer must stand at that place or
+later in the blind order of its own objective (by price for "cheapest", by departure for
+"earliest"), the place uniform over the first `SPREAD` of the route's bookable flights. A window
+holds the cheap flights of its hours, so the cheapest in it is mostly among the route's first few
+by price; the drawn place lifts it up the order without pointing anywhere (a floor, not a target:
+far fewer draws are rejected, and no place holds the answer more often than 1 / the number of
+places). The other blind orders (by departure for "cheapest", by price for "earliest", the
+search's listing) are spread by the windows' positions and by the price draws. Each place k of
+each order then holds the answer of a few tasks in a hundred (`tests/flights/test_flights_hacks.py`
+plays the 2nd-5th cheapest and earliest, 1st-3rd latest and dearest).
 
 In the moving world (`fare_changes`), the first write meets a fare rise on one of the flights the
 route's search lists, drawn uniformly, independent of the answer; the answer is settled on the
@@ -38,9 +52,10 @@ LEVELS = (1, 2, 3)
 SPLITS = SPLIT_NAMES
 # per block of OUTCOME_BLOCK consecutive seeds of a family: this many infeasible, this many refused
 OUTCOME_BLOCK, N_INFEASIBLE, N_REFUSED = 40, 5, 4
-ATTEMPTS, MAX_VARIANTS = 400, 24
+ATTEMPTS, MAX_VARIANTS = 400, 64  # a high drawn floor at the widest window can take a few dozen worlds
 STRICT_SHARE = 0.75  # of seat and budget tasks whose pick blind to their own constraint must be wrong
-WINDOW_HOURS = (13, 10, 7)  # width of the departure window per level
+SPREAD = 0.6  # the share of a route's bookable flights whose places the answer's floor is drawn from
+WINDOW_HOURS = (4, 3, 2)  # width of the departure window per level
 
 
 @dataclass
@@ -110,10 +125,11 @@ class _Draw:
     """One attempt at a task: parameter draws and candidate search, with a fare change applied."""
 
     def __init__(
-        self, world: World, rng: np.random.Generator, level: int, outcome: str, strict: bool
+        self, world: World, rng: np.random.Generator, level: int, outcome: str, strict: bool, place: float
     ) -> None:
         self.world, self.rng, self.level, self.outcome = world, rng, level, outcome
         self.strict = strict  # ask for the family's own distractor too (most tasks)
+        self.place = place  # where the answer stands in its objective's blind order, as a share
         self.price_override: dict[tuple[int, str], int] = {}
         self.fitting: list[int] = []  # the exact-route flights that fit, as of the last `settle`
 
@@ -127,9 +143,7 @@ class _Draw:
         return items[int(self.rng.integers(len(items)))]
 
     def route(self) -> tuple[str, str, str]:
-        weights = self.world.route_weights
-        i = int(np.searchsorted(weights, self.rng.random() * weights[-1], side="right"))
-        return self.world.task_routes[min(i, len(weights) - 1)]
+        return self.choice(self.world.task_routes)
 
     def cabin(self) -> str:
         return "economy" if self.level == 1 else self.choice(CABINS)
@@ -174,13 +188,13 @@ class _Draw:
         """The answer on the exact route, or None if there is none; `_Retry` unless rivals exist."""
         exact = [f for f in self.flights(*route) if self.fits(f, c)]
         self.fitting = exact
-        lures = [f for f in self.flights(*route, citywide=True) if f not in exact and self.fits(f, c)]
+        if len(exact) == 1:
+            raise _Retry  # the answer must not be the only flight that fits
+        lures = [f for f in self.world.other_flights(*route) if self.fits(f, c)] if city_lure else []
         if not exact:
             if city_lure and not lures:
                 raise _Retry  # an infeasible request must tempt a city-level reading
             return None
-        if len(exact) < 2:
-            raise _Retry  # the answer must not be the only flight that fits
         target = self.best(exact, c["cabin"], choose)
         if city_lure and self.best(exact + lures, c["cabin"], choose) == target:
             raise _Retry  # a city-level reading must pick another flight
@@ -198,11 +212,19 @@ class _Draw:
         return flight_id, cabin, new
 
     def decide(
-        self, route: tuple[str, str, str], cabin: str, seats: int, target: int, exclude: int | None = None
+        self,
+        route: tuple[str, str, str],
+        cabin: str,
+        seats: int,
+        target: int,
+        choose: str,
+        exclude: int | None = None,
     ) -> None:
-        """`_Retry` unless the constraints decide: the route's cheapest and earliest flight that
-        could seat the party (whatever the window, budget, seat type or "earliest"), and the first
-        flight the search lists, are all another flight than the answer."""
+        """`_Retry` unless the constraints decide: the route's cheapest, earliest and latest flight
+        that could seat the party (whatever the window, budget, seat type or "earliest"), and the
+        first flight the search lists, are all another flight than the answer; and unless the answer
+        stands at the task's drawn place or later in the blind order of its objective (by price for
+        "cheapest", by departure for "earliest")."""
         listed = sorted(self.flights(*route, citywide=True), key=lambda f: self.world.flights[f]["number"])
         bookable = [
             f
@@ -213,9 +235,17 @@ class _Draw:
         blind = {
             min(bookable, key=lambda f: (self.price(f, cabin), flights[f]["departs"])),
             min(bookable, key=lambda f: flights[f]["departs"]),
+            max(bookable, key=lambda f: flights[f]["departs"]),
             listed[0],
         }
         if target in blind:
+            raise _Retry
+        if choose == "earliest":
+            order = sorted(bookable, key=lambda f: flights[f]["departs"])
+        else:
+            order = sorted(bookable, key=lambda f: (self.price(f, cabin), flights[f]["departs"]))
+        places = max(1, int(SPREAD * len(order)) - 1)  # floors 2, 3, ... (place 1 is ruled out above)
+        if order.index(target) < 1 + int(self.place * places):
             raise _Retry
 
     def match(self, natural: str) -> None:
@@ -232,9 +262,10 @@ def generate_task(world: World, family: str, level: int, index: int, fare_change
     rng = np.random.default_rng([index, level, FAMILIES.index(family), SPLITS.index(world.split), 99])
     generator = _existing_task if family in ("cancel_rebook", "change_earlier") else _book_task
     strict = rng.random() < STRICT_SHARE
+    place = rng.random()
     for _ in range(ATTEMPTS):
         try:
-            task = generator(_Draw(world, rng, level, outcome, strict), family, index, fare_changes)
+            task = generator(_Draw(world, rng, level, outcome, strict, place), family, index, fare_changes)
         except _Retry:
             continue
         task.variant = world.variant
@@ -298,7 +329,7 @@ def _book_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> Task
     change = draw.bump(route, cabin) if fare_changes else None
     target = draw.settle(route, c, choose, city_lure=True)
     if target is not None:
-        draw.decide(route, cabin, c.get("seats", 1), target)
+        draw.decide(route, cabin, c.get("seats", 1), target, choose)
     if target is not None and draw.strict:
         _distractor(draw, family, route, c, target)
     draw.match("refused" if refusal and target is not None else "infeasible" if target is None else "done")
@@ -395,7 +426,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
         forbidden = "late_cancellation" if notice < timedelta(hours=CANCEL_NOTICE_HOURS) else None
     else:
         route = (old["origin"], old["destination"], old["date"])
-        earliest = minutes(old["departs"]) - int(draw.rng.integers(3, 9)) * 60
+        earliest = minutes(old["departs"]) - int(draw.rng.integers(1, 17)) * 30  # half an hour to 8 hours
         after = hhmm(max(5 * 60, earliest))  # at every level: "earliest" alone would not decide
         before = hhmm(minutes(old["departs"]) - 1)
         choose = "earliest"
@@ -404,7 +435,7 @@ def _existing_task(draw: _Draw, family: str, index: int, fare_changes: bool) -> 
     change = draw.bump(route, cabin) if fare_changes else None
     target = draw.settle(route, c, choose, city_lure=True)
     if target is not None:
-        draw.decide(route, cabin, 1, target, exclude=old["id"])
+        draw.decide(route, cabin, 1, target, choose, exclude=old["id"])
     if forbidden:
         draw.match("refused" if target is not None else "forbidden and infeasible")
     else:

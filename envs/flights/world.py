@@ -1,7 +1,14 @@
 """Generating a flight world per task seed, and copying it fast into each episode's database.
 
-A world is a pure function of (split, index, days): its own start date, routes (a sample of the
-split's city pairs), schedule, fares, seat maps and customers. It is generated once into plain
+A world is a pure function of (split, index, days): its own start date, city pair (one of the
+split's), schedule, fares, seat maps and customers. The pair is flown mostly on its trunk, the
+route between the two cities' main airports, about 35 times a day each way, and more thinly to
+and from a second airport at lower fares. Requests are about trunks, and the trips customers have
+already booked are on them: a request's exact route then has enough flights that no place of an
+order blind to its constraints (the route's 2nd cheapest, 3rd earliest, ...) holds the answer
+often (see `tasks.py`), where a route of four flights a day gave it away at the 2nd place. One
+pair a world keeps the rows (and so the cost of each episode's copy) about what four thinly flown
+pairs had. It is generated once into plain
 rows, loaded into an in-memory SQLite *template* with raw `executemany`, and kept in an LRU
 cache; every episode then gets its own in-memory database as a page copy, no SQL replayed:
 `deserialize` of the template's image where Python has it (3.11+), SQLite's backup API elsewhere.
@@ -44,7 +51,9 @@ START_DATE = date(2026, 3, 2)
 CABINS = ("economy", "business")
 POSITIONS = ("window", "aisle", "middle")
 PNR_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-PAIRS_PER_WORLD = 4
+PAIRS_PER_WORLD = 1
+TRUNK_LEGS = (34, 40)  # legs a day each way between the pair's main airports: fewest, most
+SIDE_DISCOUNT = 0.8  # fares off the trunk are lower on average, as at a second airport
 N_PASSENGERS = 40
 
 
@@ -150,19 +159,18 @@ class World:
 
     @cached_property
     def task_routes(self) -> tuple[tuple[str, str, str], ...]:
-        """Every (origin, destination, day) of the world's city pairs, flown that day or not."""
-        routes = []
-        for a, b in self.city_pairs:
-            for x, y in ((a, b), (b, a)):
-                for o in CITY_AIRPORTS[x]:
-                    for d in CITY_AIRPORTS[y]:
-                        routes += [(o, d, day) for day in self.dates]
-        return tuple(routes)
+        """The trunks, each day: (main airport, main airport, day) of each city pair, both ways.
 
-    @cached_property
-    def route_weights(self) -> np.ndarray:
-        """Cumulative draw weights of `task_routes`: busy exact routes often, unflown ones too."""
-        return np.cumsum([len(self.route_flights(*r)) ** 2 + 0.5 for r in self.task_routes])
+        Requests are about trunks only, as each is flown about twenty times a day: every place of
+        a blind order of the route (cheapest, earliest, latest, dearest, listed) then holds the
+        answer rarely (see `tasks.py`), where a route of four flights would give it away as
+        "the second cheapest" or "the second earliest"."""
+        return tuple(
+            (CITY_AIRPORTS[x][0], CITY_AIRPORTS[y][0], day)
+            for a, b in self.city_pairs
+            for x, y in ((a, b), (b, a))
+            for day in self.dates
+        )
 
     def free_seats(self, flight_id: int, cabin: str, position: str | None = None) -> list[str]:
         taken = self.occupied[flight_id]
@@ -189,8 +197,21 @@ class World:
             self._by_city[key] = found
         return found
 
+    def other_flights(self, origin: str, destination: str, day: str) -> list[int]:
+        """The day's flights between the two cities that are not on this exact route."""
+        key = (origin, destination, day)
+        found = self._others.get(key)
+        if found is None:
+            exact = set(self.route_flights(origin, destination, day))
+            found = self._others[key] = [f for f in self.city_flights(*key) if f not in exact]
+        return found
+
     @cached_property
     def _by_city(self) -> dict[tuple[str, str, str], list[int]]:
+        return {}
+
+    @cached_property
+    def _others(self) -> dict[tuple[str, str, str], list[int]]:
         return {}
 
     def table_rows(self, table: str) -> list[tuple[Any, ...]]:
@@ -233,40 +254,50 @@ def generate_world(split: str, index: int, days: int, variant: int = 0) -> World
 def _schedule(
     pairs: tuple[tuple[str, str], ...], split: str, rng: np.random.Generator
 ) -> list[dict[str, Any]]:
-    """A daily timetable per direction of each city pair, each leg between two of their airports."""
+    """A daily timetable per direction of each city pair: a dense trunk between the two cities' main
+    airports (what requests are about) and thinner legs to or from a second airport (what a
+    city-level reading of a request would take)."""
     legs, used = [], set()
     for city_a, city_b in pairs:
         block, per_day, carriers = CITY_PAIRS[split][(city_a, city_b)]
         for origin_city, dest_city in ((city_a, city_b), (city_b, city_a)):
-            count = int(per_day * 1.8) + int(rng.integers(-1, 3))
-            slots = rng.choice(np.arange(6 * 12, 22 * 12), size=count, replace=False) * 5
-            for slot in sorted(int(s) for s in slots):
+            origins, dests = CITY_AIRPORTS[origin_city], CITY_AIRPORTS[dest_city]
+            trunk = int(rng.integers(TRUNK_LEGS[0], TRUNK_LEGS[1] + 1))
+            side = 2 * per_day + int(rng.integers(-1, 2))
+            slots = rng.choice(np.arange(6 * 12, 22 * 12), size=trunk + side, replace=False) * 5
+            on_trunk = rng.permutation(trunk + side) < trunk
+            for slot, main in zip(sorted(int(s) for s in slots), on_trunk.tolist(), strict=True):
                 carrier = carriers[int(rng.integers(len(carriers)))]
                 number = f"{carrier}{int(rng.integers(100, 9999))}"
                 while number in used:
                     number = f"{carrier}{int(rng.integers(100, 9999))}"
                 used.add(number)
-                origins, dests = CITY_AIRPORTS[origin_city], CITY_AIRPORTS[dest_city]
+                origin, destination = (origins[0], dests[0]) if main else _side(origins, dests, rng)
                 legs.append(
                     dict(
                         number=number,
                         carrier=carrier,
-                        origin=_airport(origins, rng),
-                        destination=_airport(dests, rng),
+                        origin=origin,
+                        destination=destination,
                         departs=slot,
                         block=block + int(rng.integers(-15, 16)),
                         aircraft="A333" if block > 300 else ("A320", "B738")[int(rng.integers(2))],
-                        base=int(300 + block * 4.2 * (1.0 + 0.25 * rng.random())),
+                        base=int(
+                            (300 + block * 4.2 * (1.0 + 0.25 * rng.random()))
+                            * (1.0 if main else SIDE_DISCOUNT)
+                        ),
                     )
                 )
     return legs
 
 
-def _airport(codes: list[str], rng: np.random.Generator) -> str:
-    """One of a city's airports; the first, its main one, has most flights."""
-    return (
-        codes[0] if len(codes) == 1 or rng.random() < 0.55 else codes[1 + int(rng.integers(len(codes) - 1))]
-    )
+def _side(origins: list[str], destinations: list[str], rng: np.random.Generator) -> tuple[str, str]:
+    """A leg off the trunk: a second airport at one end at least (every pair has a city with two)."""
+    while True:
+        origin = origins[int(rng.integers(len(origins)))]
+        destination = destinations[int(rng.integers(len(destinations)))]
+        if (origin, destination) != (origins[0], destinations[0]):
+            return origin, destination
 
 
 def _add_flights(world: World, rng: np.random.Generator, legs: list[dict[str, Any]]) -> None:
@@ -331,7 +362,8 @@ def _add_customers(world: World, rng: np.random.Generator) -> None:
     names: set[str] = set()
     pnrs: set[str] = set()
     method_numbers = rng.choice(900_000, size=2 * N_PASSENGERS, replace=False) + 100_000
-    flight_ids = list(world.flights)
+    trunks = {route[:2] for route in world.task_routes}  # trips on the routes requests are about
+    flight_ids = [f for f, fl in world.flights.items() if (fl["origin"], fl["destination"]) in trunks]
     first_day = [f for f in flight_ids if world.flights[f]["date"] == world.dates[0]]
     for i, number in enumerate(int(x) for x in ids):
         pid = f"P{number}"
@@ -361,16 +393,15 @@ def _add_customers(world: World, rng: np.random.Generator) -> None:
             rows["payment_methods"].append(method)
         if rng.random() < 0.3:
             continue
-        # an existing trip on a seated flight, half of them on the first day (near the clock), most
-        # on a flight with two or more earlier ones on its route (so moving earlier can be asked)
-        for attempt in range(50):
+        # an existing trip on a seated trunk flight, half of them on the first day (near the clock);
+        # a trunk has earlier flights for nearly every one (so moving earlier can be asked) and the
+        # first flights of the day for a few (where no earlier one fits)
+        for _attempt in range(50):
             pool = first_day if rng.random() < 0.5 else flight_ids
             flight = world.flights[pool[int(rng.integers(len(pool)))]]
             cabin = "economy" if rng.random() < 0.75 else "business"
             free = world.free_seats(flight["id"], cabin)
-            same = world.route_flights(flight["origin"], flight["destination"], flight["date"])
-            earlier = sum(world.flights[f]["departs"] < flight["departs"] for f in same)
-            if free and (earlier >= 2 or attempt >= 25 or rng.random() < 0.5):
+            if free:
                 break
         pnr = new_pnr(rng)
         while pnr in pnrs:

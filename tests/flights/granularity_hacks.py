@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from flights_hacks import NOT_APPLICABLE, BareMacro, CityLevel, _Greedy, hacks, play
+from flights_hack_policies import BareMacro, CityLevel, _Greedy
+from flights_hacks import NOT_APPLICABLE, hacks, play
 
 from agentrl.flights.fine_plan import FineAdapter
 from agentrl.flights.oracle import OraclePolicy, call

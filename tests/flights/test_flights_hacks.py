@@ -2,15 +2,8 @@
 
 import gymnasium as gym
 import pytest
-from flights_hacks import (
-    TRAIN_BASE,
-    Memorise,
-    ReadInfo,
-    learn_from_train,
-    markdown,
-    measure,
-    play,
-)
+from flights_hack_policies import Memorise, ReadInfo
+from flights_hacks import BLIND_RANKS, TRAIN_BASE, learn_from_train, markdown, measure, play
 
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
@@ -30,8 +23,9 @@ HACKS_AT_ZERO = [
     "first search result",
     "task-id inverter",
 ]
-# hacks whose bound is the base rates: what one outcome declared for every task scores
-AT_MOST_BASE_RATES = ["fare-move reader", *HACKS_AT_ZERO[-4:]]
+# hacks whose bound is the base rates: what one outcome declared for every task scores (the blind
+# places past the first: the answer stands at each of them now and then, see `_Draw.decide`)
+AT_MOST_BASE_RATES = ["fare-move reader", *HACKS_AT_ZERO[-4:], *BLIND_RANKS]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ no flight."""
 
 import math
 
-from flights_hacks import NOBODYS_CARD
+from flights_hack_policies import NOBODYS_CARD
 
 from agentrl.flights.oracle import call, last_response
 from agentrl.flights.tasks import FAMILIES, LEVELS, make_task

@@ -61,14 +61,38 @@ def _done_seeds(env, family, n, level=None):
     raise AssertionError("too few done tasks")
 
 
+def _stale_choice(env):
+    """The flight a search before the fare rise shows as the answer: the cheapest at listed fares."""
+    r, world = env.task.request, env.world
+    fitting = [
+        f
+        for f in world.route_flights(*env.task.route)
+        if r["depart_after"] <= world.flights[f]["departs"] <= r["depart_before"]
+        and sum(world.free_counts[(f, r["cabin"])].values()) >= len(r["passengers"])
+    ]
+    return min(fitting, key=lambda f: world.fares[(f, r["cabin"])]["price"])
+
+
 def test_booking_at_a_stale_price_scores_zero(make_flights):
+    """Where the rise lands on the flight the first search showed as the answer (the rise is drawn
+    over every flight the search lists, so a few seeds in a hundred), booking it again without
+    searching is wrong: another flight is now the cheapest."""
     env = make_flights(fare_changes=True, privileged_info=True)
     rewards = []
-    for seed in _done_seeds(env, "cheapest", 20, level=2):
-        action = _play_until(env, seed, {"family": "cheapest", "level": 2}, "book_flight")
+    for seed in range(400):
+        options = {"family": "cheapest", "level": 2}
+        if env.reset(seed=seed, options=options)[1]["task"]["outcome"] != "done":
+            continue
+        if env.task.fare_change[0] != _stale_choice(env):
+            continue
+        action = _play_until(env, seed, options, "book_flight")
+        booked = json.loads(action.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+        assert booked["arguments"]["flight_id"] == env.task.fare_change[0]
         assert "fares on this route changed" in env.step(action)[0]
         env.step(action)  # book the stale choice again without searching
         rewards.append(env.step(call("finish", outcome="done"))[1])
+        if len(rewards) == 3:
+            break
     assert 0.0 in rewards  # the rise made another flight the cheapest: the stale booking is wrong
 
 

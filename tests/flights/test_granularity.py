@@ -7,7 +7,8 @@ nothing when they fail, and the hack suite still scores about 0 at each level.
 
 import gymnasium as gym
 import pytest
-from flights_hacks import _Greedy, play
+from flights_hack_policies import _Greedy
+from flights_hacks import BLIND_RANKS, play
 from granularity_hacks import measure_at, sample_seeds
 from granularity_lengths import play_oracle
 
@@ -70,7 +71,7 @@ HACKS_AT_ZERO = [
     "first search result",
     "task-id inverter",
 ]
-SHORTCUTS = [*HACKS_AT_ZERO[-4:], "fare-move reader"]
+SHORTCUTS = [*HACKS_AT_ZERO[-4:], "fare-move reader", *BLIND_RANKS]
 
 
 def act(env, name, **arguments):
@@ -353,6 +354,9 @@ def test_hacks_score_about_zero_at_every_granularity(hacked):
     for hack in at_zero:
         assert len(scores[hack]) >= len(FAMILIES) - 1
         assert {f: s for f, s in scores[hack].items() if s > 0.02} == {}, (granularity, hack)
+    for hack in BLIND_RANKS:  # at most the base rates: 1/5 each on these seeds
+        assert {f: s for f, s in scores[hack].items() if s > 1 / 5} == {}, (granularity, hack)
+        assert sum(scores[hack].values()) / len(scores[hack]) <= 1 / 5, (granularity, hack)
     for family in FAMILIES:
         assert scores["always refuse"][family] == pytest.approx(1 / 5)
         assert scores["always infeasible"][family] == pytest.approx(1 / 5)
