@@ -1,6 +1,6 @@
 """Measures of the Flights-v0 task distribution: repeated texts, train/test overlap, text twins.
 
-python tests/flights/flights_distribution.py --seeds 1000    # the figures in docs/envs/flights.md
+python tests/flights/flights_distribution.py --seeds 200     # the figures in docs/envs/flights.md
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 import pytest
 from flights_distribution import draw, lonely_templates, outcome_mix, overlap, repetition
 
-N_SEEDS = 200  # per family, level and split (the docs' figures use 1,000: see flights_distribution.py)
+N_SEEDS = 200  # per family, level and split, as the figures in docs/envs/flights.md
 
 
 @pytest.fixture(scope="module")
