@@ -94,16 +94,7 @@ class BookEverything(_Greedy):
             return call("finish", outcome="done", message="Booked everything that fits.")
         flight = self.queue.pop(0)["flight_id"]
         seat = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
-        if r["action"] == "change":
-            return call("change_booking", pnr=r["pnr"], new_flight_id=flight, **seat)
-        return call(
-            "book_flight",
-            flight_id=flight,
-            cabin=r["cabin"],
-            passenger_ids=r["passengers"],
-            payment_method_id=r["payment_method_id"],
-            **seat,
-        )
+        return write_for(r, flight, **seat)
 
 
 class CityLevel(_Greedy):
@@ -290,13 +281,7 @@ class FareMoveReader(_Greedy):
             own = self.booking["flight"]["flight_id"]
             others = [x["flight_id"] for x in self.results if self._on_route(x) and x["flight_id"] != own]
             return call("change_booking", pnr=r["pnr"], new_flight_id=(others or [first])[0])
-        return call(
-            "book_flight",
-            flight_id=first,
-            cabin=r["cabin"],
-            passenger_ids=r["passengers"],
-            payment_method_id=NOBODYS_CARD,
-        )
+        return book_for(r, first, payment_method_id=NOBODYS_CARD)
 
 
 class TaskIdInverter(OraclePolicy):
@@ -394,16 +379,7 @@ class ProbeShaping:
             return action
         self.pending = None
         if self.paid:
-            flight = self.paid.pop(0)
-            if r["action"] == "change":
-                return call("change_booking", pnr=r["pnr"], new_flight_id=flight)
-            return call(
-                "book_flight",
-                flight_id=flight,
-                cabin=r["cabin"],
-                passenger_ids=r["passengers"],
-                payment_method_id=r["payment_method_id"],
-            )
+            return write_for(r, self.paid.pop(0))
         return call("finish", outcome="done", message="Done.")
 
 
@@ -444,14 +420,27 @@ class Memorise:
             r = self.request
             for result in content["results"]:
                 if result["number"] == self.number:
-                    return call(
-                        "book_flight",
-                        flight_id=result["flight_id"],
-                        cabin=r["cabin"],
-                        passenger_ids=r["passengers"],
-                        payment_method_id=r["payment_method_id"],
-                    )
+                    return book_for(r, result["flight_id"])
         return call("finish", outcome="done", message="Done.")
+
+
+def book_for(r: dict[str, Any], flight_id: int, payment_method_id: str | None = None, **seat: Any) -> str:
+    """Book the request's passengers in its cabin on `flight_id`, with its card unless told another."""
+    return call(
+        "book_flight",
+        flight_id=flight_id,
+        cabin=r["cabin"],
+        passenger_ids=r["passengers"],
+        payment_method_id=payment_method_id or r["payment_method_id"],
+        **seat,
+    )
+
+
+def write_for(r: dict[str, Any], flight_id: int, **seat: Any) -> str:
+    """The request's own write on `flight_id`: move its booking there, or book it."""
+    if r["action"] == "change":
+        return call("change_booking", pnr=r["pnr"], new_flight_id=flight_id, **seat)
+    return book_for(r, flight_id, **seat)
 
 
 def info_route(observation: str) -> bool:
