@@ -6,8 +6,15 @@ first time pays for generating its world and loading the template (the cold cost
 measured in the same run: setting up an episode's database by adding the world's rows through
 the ORM one by one instead of copying the cached template.
 
+The guard: a fixed step-shaped work (`measuring.FixedWork`) runs between the episodes, so it meets
+the same machine and load as they do; the step, a new task's reset and a cold world's, each divided
+by its median, are compared with the ratios recorded below (`RECORDED`). A ratio past `GUARD` times
+its recorded one (a hot path about twice as slow) ends the run with exit status 1 and the figure;
+CI runs the quick mode (tests/bench/test_benches.py), so such a regression fails CI.
+
     python bench/flights.py                  # 1-day and 30-day schedules
     python bench/flights.py --days 1 --episodes 200
+    python bench/flights.py --quick          # CI: 1 day, the guard
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 
 import gymnasium as gym
+from measuring import FixedWork
 from rich.console import Console
 from rich.table import Table
 
@@ -39,16 +48,27 @@ def timed(fn) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - start
 
 
-def measure(days: int, episodes: int, worlds: int, baseline_reps: int) -> dict[str, list[float] | float]:
+# 1-day figures divided by the fixed work's median in the same run, as recorded on a 2-core x86_64
+# machine (Python 3.11, quiet: load under 0.3) after the search began answering from the change log
+RECORDED = {"step": 0.37, "reset, new task in a cached world": 1.3, "reset, new seed (cold world)": 75.0}
+GUARD = 1.8  # a ratio past this many times its recorded one fails the run: noise moves them by a third
+
+
+def measure(
+    days: int, episodes: int, worlds: int, baseline_reps: int, work: FixedWork
+) -> dict[str, list[float] | float]:
     env = gym.make("agentrl/Flights-v0", days=days).unwrapped
     seeds = [10_000 + s for s in range(min(worlds, WORLDS.maxsize))]
     colds, news, cached, steps = [], [], [], []
     for seed in seeds:  # first reset of a seed: its world is generated and loaded
         colds.append(timed(lambda seed=seed: env.reset(seed=seed, options={"family": "cheapest"})))
+        work.run()
     for seed in seeds:  # a new task in a cached world
         news.append(timed(lambda seed=seed: env.reset(seed=seed, options={"family": "budget"})))
+        work.run()
     start = time.perf_counter()
     for n in range(episodes):  # GRPO-like: each (seed, family) again, world and task cached
+        work.run()
         options = {"family": FAMILIES[n % 2 * 2]}
         t = time.perf_counter()
         observation, info = env.reset(seed=seeds[n % len(seeds)], options=options)
@@ -60,7 +80,7 @@ def measure(days: int, episodes: int, worlds: int, baseline_reps: int) -> dict[s
             observation, _r, terminated, truncated, info = env.step(action)
             steps.append(time.perf_counter() - t)
             done = terminated or truncated
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start - sum(work.times[-episodes:])
     generate, load = [], []
     for s in range(3):
         t = time.perf_counter()
@@ -93,7 +113,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 day, 20 episodes, 4 worlds (CI)")
     args = parser.parse_args()
     if args.quick:
-        args.days, args.episodes, args.worlds, args.baseline_reps = [1], 20, 4, 1
+        args.days, args.episodes, args.worlds, args.baseline_reps = [1], 60, 6, 1
+    work = FixedWork()
+    for _ in range(20):  # warm: its first passes compile the statements
+        work.run()
+    work.times.clear()
+    guarded: dict[str, float] = {}
     console = Console()
     table = Table(title="Flights-v0 in-process (oracle episodes; ms unless stated)")
     for col in ("days", "metric", "median", "p99", "baseline median", "ratio (baseline / this)"):
@@ -101,7 +126,8 @@ def main() -> None:
     ms = 1000.0
     for days in args.days:
         worlds = args.worlds if days == 1 else min(args.worlds, 4)
-        r = measure(days, args.episodes if days == 1 else args.episodes // 4, worlds, args.baseline_reps)
+        episodes = args.episodes if days == 1 else args.episodes // 4
+        r = measure(days, episodes, worlds, args.baseline_reps, work)
         base = statistics.median(r["baseline"])
         rows = [
             ("reset, cached world and task", r["cached"]),
@@ -112,6 +138,8 @@ def main() -> None:
         ]
         for name, values in rows:
             med = statistics.median(values)
+            if days == 1 and name in RECORDED:
+                guarded[name] = med
             table.add_row(
                 str(days),
                 name,
@@ -136,11 +164,37 @@ def main() -> None:
             f"{1 / base:.2f}",
             f"{r['eps'] * base:.0f}x",
         )
+        if days == 1:
+            guarded["step"] = statistics.median(r["steps"])
     console.print(table)
+    failed = guard(console, guarded, statistics.median(work.times))
     console.print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
     )
+    if failed:
+        console.print(f"[red]slower than recorded: {', '.join(failed)}[/]")
+        sys.exit(1)
+
+
+def guard(console: Console, medians: dict[str, float], work_s: float) -> list[str]:
+    """The guarded figures over the fixed work's median, against `RECORDED`; the names past `GUARD`."""
+    table = Table(title=f"Guard: figure / fixed work ({work_s * 1000:.3f} ms median, this run)")
+    for col in ("metric", "median ms", "ratio", "recorded", "limit", "within"):
+        table.add_column(col, justify="right")
+    failed = []
+    for name, recorded in RECORDED.items():
+        if name not in medians:
+            continue
+        ratio = medians[name] / work_s
+        ok = ratio <= GUARD * recorded
+        if not ok:
+            limit = f"recorded {recorded}, limit {GUARD * recorded:.2f}"
+            failed.append(f"{name}: {ratio:.2f}x the fixed work ({limit})")
+        table.add_row(name, f"{medians[name] * 1000:.3f}", f"{ratio:.2f}", f"{recorded:.2f}",
+                      f"{GUARD * recorded:.2f}", "yes" if ok else "[red]no[/]")
+    console.print(table)
+    return failed
 
 
 if __name__ == "__main__":

@@ -11,12 +11,16 @@ their own folder on `sys.path`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +52,31 @@ def speed_swings(prefix: list[str], times: int = 40) -> str:
     ms = np.array([float(x) for x in out.stdout.split()]) * 1000
     return (f"fixed work on the server's core, {times} times: fastest {ms.min():.1f} ms, median "
             f"{np.median(ms):.1f}, slowest {ms.max():.1f} ({ms.max() / ms.min():.2f}x)")
+
+
+class FixedWork:
+    """The same step-shaped work every time (indexed SQLite reads of an in-memory table, a JSON text
+    of a search-sized result, a blake2b of it), timed beside a bench's own figures: a figure divided by
+    this one's median measured in the same minutes says how fast the code is, whatever the machine or
+    its load did to both. A bench guards its hot paths with such ratios (`bench/flights.py`)."""
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect(":memory:")
+        self._db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k INTEGER, v TEXT)")
+        self._db.execute("CREATE INDEX t_k ON t (k)")
+        self._db.executemany("INSERT INTO t VALUES (?, ?, ?)", ((i, i % 97, f"row {i}") for i in range(5000)))
+        self.times: list[float] = []
+
+    def run(self) -> float:
+        """One pass (about a Flights-v0 step's work); its seconds are kept in `times`."""
+        start = time.perf_counter()
+        rows = [self._db.execute("SELECT id, v FROM t WHERE k = ?", (k,)).fetchall() for k in range(8)]
+        found = [{"id": i, "fares": {"a": {"price": i, "seats": 3}}, "rows": rows[i % 8]} for i in range(40)]
+        result = {"count": len(found), "results": found}
+        hashlib.blake2b(json.dumps(result, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+        elapsed = time.perf_counter() - start
+        self.times.append(elapsed)
+        return elapsed
 
 
 def load() -> str:

@@ -54,29 +54,75 @@ _DRAWN_IDS = frozenset({"pnr", "id"})
 _ID_TABLES = frozenset({"bookings", "payments", "occupied_seats"})
 
 
+def _net_row(table: str, now: str) -> str:
+    """One changed row as `changed_rows` lists it: the table, then the row without its drawn ids."""
+    row = json.loads(now)
+    if table in _ID_TABLES:
+        row = {c: v for c, v in row.items() if c not in _DRAWN_IDS}
+    return f"{table} {json.dumps(row, sort_keys=True)}"
+
+
 def changed_rows(conn: sqlite3.Connection) -> list[str]:
     """The rows an episode has changed so far, as they are now, without the ids it drew: what its
     database holds beyond the world's template (a row changed and changed back is not counted).
 
-    Read from the change table, so it costs the episode's changes, never a scan of the world."""
-    first: dict[tuple[str, str], str | None] = {}
-    last: dict[tuple[str, str], str | None] = {}
-    for table, _op, old, new in conn.execute(f"SELECT tbl, op, old, new FROM {TABLE} ORDER BY id"):
-        row = json.loads(new if new is not None else old)
-        key = (table, json.dumps([row[c] for c in _KEYS[table]]))
-        first.setdefault(key, old)
-        last[key] = new
-    rows = []
-    for key, now in last.items():
-        if now == first[key] or now is None:
-            if now is None and first[key] is not None:
-                rows.append(f"deleted {key[0]} {key[1]}")
-            continue
-        row = json.loads(now)
-        if key[0] in _ID_TABLES:
-            row = {c: v for c, v in row.items() if c not in _DRAWN_IDS}
-        rows.append(f"{key[0]} {json.dumps(row, sort_keys=True)}")
-    return sorted(rows)
+    Read from the whole change table: the reference that `ChangeLog.net_rows`, which keeps the same
+    list up to date as the changes come in, is tested against."""
+    net = NetChanges()
+    net.add(tuple(conn.execute(f"SELECT tbl, op, old, new FROM {TABLE} ORDER BY id")))
+    return net.rows()
+
+
+class NetChanges:
+    """The net effect of change-log entries fed in order: each changed row's first and last state,
+    and what a search shows of them: the seats sold per (flight, cabin) beyond the template's and
+    the fares that moved.
+
+    `rows()` is `changed_rows`'s list, rebuilt only after new entries came in: a step that wrote
+    nothing (most steps: searches, look-ups) reads the list it had, and one that wrote decodes its own
+    entries, never the episode's earlier ones again. `sold` and `prices` let a search answer from the
+    world's template figures plus these, with no SQL (`WorldQueries._summaries`)."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[str, str], str | None] = {}
+        self.last: dict[tuple[str, str], str | None] = {}
+        self._rows: list[str] | None = []
+        self.sold: dict[tuple[int, str], int] = {}  # seats sold beyond the template's
+        self.prices: dict[tuple[int, str], int] = {}  # fares that differ from the template's
+
+    def add(self, entries: tuple[tuple[str, str, str | None, str | None], ...]) -> None:
+        for table, _op, old, new in entries:
+            row = json.loads(new if new is not None else old)  # type: ignore[arg-type]  # one is set
+            key = (table, json.dumps([row[c] for c in _KEYS[table]]))
+            self.first.setdefault(key, old)
+            self.last[key] = new
+            if table == "occupied_seats":
+                if old is not None:
+                    was = row if new is None else json.loads(old)
+                    self._count_sold(was, -1)
+                if new is not None:
+                    self._count_sold(row, 1)
+            elif table == "fares" and new is not None:
+                self.prices[(row["flight_id"], row["cabin"])] = row["price"]
+        if entries:
+            self._rows = None
+
+    def _count_sold(self, seat: dict[str, Any], n: int) -> None:
+        key = (seat["flight_id"], seat["cabin"])
+        self.sold[key] = self.sold.get(key, 0) + n
+
+    def rows(self) -> list[str]:
+        if self._rows is None:
+            rows = []
+            for key, now in self.last.items():
+                was = self.first[key]
+                if now is None:
+                    if was is not None:
+                        rows.append(f"deleted {key[0]} {key[1]}")
+                elif now != was:
+                    rows.append(_net_row(key[0], now))
+            self._rows = sorted(rows)
+        return self._rows
 
 
 @dataclass(frozen=True)
@@ -108,26 +154,49 @@ NO_CHANGE = RowChanges()
 
 
 class ChangeLog:
-    """Where an episode is in its database's change table: the id of the last change handed out,
-    and the connection's count of changed rows then (a step that wrote nothing skips the query).
+    """Where an episode is in its database's change table: the id of the last change read, the
+    connection's count of changed rows then (a step that wrote nothing skips the query), the entries
+    read but not yet handed to a step's record, and their net effect so far (`NetChanges`).
 
-    Plain numbers, so a fork's deep copy continues from where its parent was (`rebind` then sets the
+    Plain data, so a fork's deep copy continues from where its parent was (`rebind` then sets the
     count of the fork's own connection)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.mark = 0
+        self.pending: list[tuple[str, str, str | None, str | None]] = []
+        self.net = NetChanges()
         self.rebind(conn)
 
     def rebind(self, conn: sqlite3.Connection) -> None:
         self.total = conn.total_changes
 
-    def take(self, conn: sqlite3.Connection) -> RowChanges:
-        """The changes since the last call."""
+    def _read(self, conn: sqlite3.Connection) -> None:
+        """Read the entries written since the last read, once, for both the record and the net rows."""
         if conn.total_changes == self.total:
-            return NO_CHANGE
+            return
         self.total = conn.total_changes
         rows = conn.execute(_SINCE, (self.mark,)).fetchall()
-        if not rows:
+        if rows:
+            self.mark = rows[-1][0]
+            entries = tuple(row[1:] for row in rows)
+            self.pending.extend(entries)
+            self.net.add(entries)
+
+    def take(self, conn: sqlite3.Connection) -> RowChanges:
+        """The changes since the last call."""
+        self._read(conn)
+        if not self.pending:
             return NO_CHANGE
-        self.mark = rows[-1][0]
-        return RowChanges(tuple(row[1:] for row in rows))
+        entries, self.pending = tuple(self.pending), []
+        return RowChanges(entries)
+
+    def net_rows(self, conn: sqlite3.Connection) -> list[str]:
+        """`changed_rows(conn)`, kept up to date from the entries as they are read."""
+        self._read(conn)
+        return self.net.rows()
+
+    def now(self, conn: sqlite3.Connection) -> NetChanges:
+        """The net changes including every write so far (a tool that reads after a write of the same
+        step sees it)."""
+        self._read(conn)
+        return self.net

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy.orm import Session
 
-from agentrl.flights.changes import ChangeLog, RowChanges, changed_rows
+from agentrl.flights.changes import ChangeLog, RowChanges
 from agentrl.flights.world import new_engine
 
 
@@ -35,7 +35,7 @@ class EpisodeDatabase:
         """The rows the episode changed, the last search (what `filter_flights` and pages read), the
         fine level's holds and quotes, and the moving world's flags; never the random generator."""
         return {
-            "rows": changed_rows(self._raw),
+            "rows": self._changes.net_rows(self._raw),
             "last_search": getattr(self, "_last_search", None),
             "holds": sorted(json.dumps(h, sort_keys=True) for h in getattr(self, "_holds", {}).values()),
             "quotes": sorted(json.dumps(q, sort_keys=True) for q in getattr(self, "_quotes", {}).values()),

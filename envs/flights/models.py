@@ -78,13 +78,9 @@ class OccupiedSeat(Base):
 
     __tablename__ = "occupied_seats"
     # clustered on (flight, seat): half the pages of a rowid table plus its key index, so the
-    # per-episode page copy is half as long; the (flight, cabin) index answers a search's seats sold
-    # per cabin from the index alone, where the table scan read every sold seat once per cabin
-    # (a third of a search step's time)
-    __table_args__ = (
-        Index("ix_occupied_seats_flight_cabin", "flight_id", "cabin"),
-        {"sqlite_with_rowid": False},
-    )
+    # per-episode page copy is half as long. No other index: a search counts seats sold from the
+    # world's figures and the episode's change log, not from this table (`WorldQueries._summaries`)
+    __table_args__ = {"sqlite_with_rowid": False}
 
     flight_id: Mapped[int] = mapped_column(ForeignKey("flights.id"), primary_key=True)
     seat_no: Mapped[str] = mapped_column(String(4), primary_key=True)

@@ -8,46 +8,28 @@ Every statement here is built once, at import: a step is about a millisecond, an
 (`session.get` plus a flush made `book_flight` ~2 ms). Reads return plain rows (named tuples),
 writes are single Core statements, all in the session's transaction, committed by the tool.
 Results with several rows are read with `.all()` (one `fetchall`; iterating a result fetches row
-by row). A search's prices and seats sold, the hottest read, go to the episode's sqlite3 connection
-as SQL compiled here once (see `_FARES_SOLD`).
+by row). A search's prices and seats sold, the hottest read, need no SQL: they are the world's
+template figures plus the episode's net changes, which the change log keeps (see `_summaries`).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, bindparam, column, delete, func, insert, select, update
-from sqlalchemy.dialects import sqlite
+from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from agentrl.core import ToolError
 from agentrl.flights import models as m
-from agentrl.flights.world import CABIN_SEATS, CABINS, CAPACITY, POSITIONS, SEAT_INFO, World
+from agentrl.flights.changes import ChangeLog
+from agentrl.flights.world import CABIN_SEATS, CABINS, POSITIONS, SEAT_INFO, World
 
 _Seat, _Fare, _Booking, _Method = m.OccupiedSeat, m.Fare, m.Booking, m.PaymentMethod
 
 # --- reads -----------------------------------------------------------------------------------------
 _TAKEN = select(_Seat.seat_no).where(_Seat.flight_id == bindparam("flight_id"))
-# prices and seats sold of a list of flights in one statement: a search's whole cost is ~2 statements.
-# It runs as SQL on the episode's sqlite3 connection, which the session's transaction shares: through
-# the session, its list of ids (an expanding IN) was rendered into new SQL on every call, which cost
-# as much as the query itself. The ids travel as one JSON array (`json_each`), so the text is fixed
-# and sqlite3 prepares it once per connection. Seats are counted on their (flight, cabin) index.
-_FARES_SOLD = str(
-    select(
-        _Fare.flight_id,
-        _Fare.cabin,
-        _Fare.price,
-        select(func.count())
-        .where(_Seat.flight_id == _Fare.flight_id, _Seat.cabin == _Fare.cabin)
-        .scalar_subquery(),
-    )
-    .where(_Fare.flight_id.in_(select(column("value")).select_from(func.json_each(bindparam("ids")))))
-    .compile(dialect=sqlite.dialect())
-)
 FARE = select(_Fare.price, _Fare.refund_pct, _Fare.change_fee, _Fare.changeable).where(
     _Fare.flight_id == bindparam("flight_id"), _Fare.cabin == bindparam("cabin")
 )
@@ -96,6 +78,7 @@ class WorldQueries:
     session: Session
     world: World
     _raw: sqlite3.Connection  # the session's own connection (see `EpisodeDatabase`)
+    _changes: ChangeLog  # what the episode wrote so far (see `changes.py`)
 
     @property
     def _conn(self) -> Connection:
@@ -130,14 +113,23 @@ class WorldQueries:
         return free
 
     def _summaries(self, flight_ids: list[int]) -> list[dict[str, Any]]:
-        if not flight_ids:
-            return []
-        fares, sold = {}, {}
-        for fid, cabin, price, n in self._raw.execute(_FARES_SOLD, (json.dumps(flight_ids),)).fetchall():
-            fares[(fid, cabin)], sold[(fid, cabin)] = price, n
+        """Each flight's schedule, and per cabin its current price and seats left: the world's
+        template figures plus the episode's net changes (`ChangeLog.now`), which the change log
+        keeps from every write, so a search, the hottest tool, runs no SQL."""
+        changes = self._changes.now(self._raw)
+        prices, sold = changes.prices, changes.sold
+        world_fares, free_counts = self.world.fares, self.world.free_counts
         out = []
         for fid in flight_ids:
             f = self.world.flights[fid]
+            fares = {}
+            for c in CABINS:
+                key = (fid, c)
+                free = free_counts[key]
+                fares[c] = {
+                    "price": prices.get(key, world_fares[key]["price"]),
+                    "seats_left": free["window"] + free["aisle"] + free["middle"] - sold.get(key, 0),
+                }
             out.append(
                 {
                     "flight_id": fid,
@@ -148,13 +140,7 @@ class WorldQueries:
                     "departs": f["departs"],
                     "arrives": f["arrives"],
                     "aircraft": f["aircraft"],
-                    "fares": {
-                        c: {
-                            "price": fares[(fid, c)],
-                            "seats_left": CAPACITY[(f["aircraft"], c)] - sold[(fid, c)],
-                        }
-                        for c in CABINS
-                    },
+                    "fares": fares,
                 }
             )
         return out

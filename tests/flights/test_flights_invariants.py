@@ -1,12 +1,15 @@
-"""World invariants after random action sequences (hypothesis)."""
+"""World invariants after random action sequences (hypothesis), and the fast paths that read the
+episode's change log instead of the database equal what the database says."""
 
 import gymnasium as gym
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentrl  # noqa: F401
+from agentrl.flights.changes import changed_rows
 from agentrl.flights.invariants import violations
 from agentrl.flights.oracle import call
+from agentrl.flights.world import CABINS, CAPACITY
 
 ENV = gym.make("agentrl/Flights-v0", stochastic=True, max_turns=60).unwrapped
 
@@ -69,13 +72,68 @@ def _resolve(step):
     return call("change_booking", pnr=pnr, new_flight_id=step[2])
 
 
+# every fare's price and seats sold, read from the database: what a search showed when it ran SQL
+FARES_SOLD = (
+    "SELECT f.flight_id, f.cabin, f.price, (SELECT count(*) FROM occupied_seats o "
+    "WHERE o.flight_id = f.flight_id AND o.cabin = f.cabin) FROM fares f"
+)
+
+
+def check_fast_paths(env):
+    """The search's prices and seats left, and the state hash's changed rows, as kept from the change
+    log, against the database itself."""
+    assert env._changes.net_rows(env._raw) == changed_rows(env._raw)
+    ids = sorted(env.world.flights)
+    shown = {s["flight_id"]: s["fares"] for s in env._summaries(ids)}
+    aircraft = {fid: f["aircraft"] for fid, f in env.world.flights.items()}
+    for fid, cabin, price, sold in env._raw.execute(FARES_SOLD):
+        assert shown[fid][cabin] == {"price": price, "seats_left": CAPACITY[(aircraft[fid], cabin)] - sold}
+    assert all(set(fares) == set(CABINS) for fares in shown.values())
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 60), steps=st.lists(actions, min_size=1, max_size=20))
 def test_invariants_hold_after_random_actions(seed, steps):
     ENV.reset(seed=seed)
     assert violations(ENV.session, ENV) == []
+    check_fast_paths(ENV)
     for step in steps:
         ENV.step(_resolve(step))
+        check_fast_paths(ENV)
         if ENV.episode_over:
             break
     assert violations(ENV.session, ENV) == []
+
+
+def test_fast_paths_hold_in_forks_and_the_moving_world():
+    """Fare rises and other customers' purchases (the moving world), then a fork that books on:
+    the change log's figures follow the database in the parent and in the fork alike."""
+    env = gym.make("agentrl/Flights-v0", stochastic=True, max_turns=60).unwrapped
+    changed = 0
+    for seed in range(6):
+        env.reset(seed=seed, options={"family": "cheapest"})
+        route = env.task.route
+        env.step(call("search_flights", origin=route[0], destination=route[1], date=route[2]))
+        for step in (("book", 3, "economy", [1], 2, {}), ("book", 7, "business", [2, 3], 4, {})):
+            env.step(_booking_call(env, step))
+            check_fast_paths(env)
+        child = env.fork(1)[0]
+        child.step(_booking_call(child, ("book", 11, "economy", [4], 8, {})))
+        check_fast_paths(child)
+        check_fast_paths(env)
+        changed += bool(env._changes.net.prices) + bool(env._changes.net.sold)
+        child.close()
+    assert changed > 0, "no episode moved a fare or sold a seat: the check compared nothing"
+    env.close()
+
+
+def _booking_call(env, step):
+    _kind, f, c, people, pm, seat = step
+    passengers, methods = env.world.rows["passengers"], env.world.rows["payment_methods"]
+    return call(
+        "book_flight",
+        flight_id=sorted(env.world.flights)[f],
+        cabin=c,
+        passenger_ids=[passengers[i]["id"] for i in people],
+        payment_method_id=methods[pm]["id"],
+    )

@@ -1,15 +1,11 @@
-"""A search's prices and seats sold: one prepared statement that counts seats on their index.
-
-The seats-sold count was a third of a search step's time while it scanned every sold seat of a flight
-once per cabin; these tests fail if the statement stops using the (flight, cabin) index or if its
-answer drifts from the seats actually sold.
+"""A search's seats left: the world's template figures plus the seats the episode's change log says
+were sold since, equal to capacity minus the seats the database holds as sold (the search runs no
+SQL; tests/flights/test_flights_invariants.py checks prices and seats after random actions too).
 """
 
-import json
 from collections import Counter
 
 from agentrl.flights.calls import call
-from agentrl.flights.queries import _FARES_SOLD
 from agentrl.flights.world import CAPACITY
 
 
@@ -19,13 +15,6 @@ def _searched(env):
     env.step(call("search_flights", origin=origin, destination=destination, date=date))
     assert env._last_search, "the task's own route has flights"
     return env, info
-
-
-def test_seats_sold_are_counted_on_the_flight_cabin_index(make_flights):
-    env, _ = _searched(make_flights())
-    plan = " | ".join(row[-1] for row in env._raw.execute(
-        "EXPLAIN QUERY PLAN " + _FARES_SOLD, (json.dumps(env._last_search),)))
-    assert "COVERING INDEX ix_occupied_seats_flight_cabin" in plan, plan
 
 
 def test_seats_left_are_capacity_minus_the_seats_sold(make_flights):
