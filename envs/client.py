@@ -34,6 +34,7 @@ from agentrl.client_wire import (
     _settled,
     _url,
     _Wire,
+    new_client_key,
 )
 from agentrl.core import StepResult, TextSpace
 from agentrl.protocol import (
@@ -76,18 +77,21 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
-                 retry: RetryPolicy | None = None, http: httpx.Client | None = None):
+                 retry: RetryPolicy | None = None, http: httpx.Client | None = None,
+                 client_key: str | None = None):
         self.retry = retry or RetryPolicy()
+        self.client_key = client_key or new_client_key()
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
             from agentrl.cluster_client import SyncRoutes
 
             holder_retry = _holder_retry(self.retry)
-            self.cluster = SyncRoutes(base_url, lambda url: EnvClient(url, token=token, timeout=timeout,
-                                                                      retry=holder_retry))
+            self.cluster = SyncRoutes(base_url, lambda url: EnvClient(
+                url, token=token, timeout=timeout, retry=holder_retry, client_key=self.client_key))
             return
-        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(token))
-        self.steps = SyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
+        headers = _headers(token, self.client_key)
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=headers)
+        self.steps = SyncSteps(base_url, headers, timeout, MAX_FRAME_BYTES)
 
     def health(self) -> dict[str, Any]:
         return self._run(_Wire.health())
@@ -177,20 +181,23 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, max_connections: int = 256,
-                 http: httpx.AsyncClient | None = None):
+                 http: httpx.AsyncClient | None = None, client_key: str | None = None):
         self.retry = retry or RetryPolicy()
+        self.client_key = client_key or new_client_key()
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
             from agentrl.cluster_client import AsyncRoutes
 
             holder_retry = _holder_retry(self.retry)
             self.cluster = AsyncRoutes(base_url, lambda url: AsyncEnvClient(
-                url, token=token, timeout=timeout, retry=holder_retry, max_connections=max_connections))
+                url, token=token, timeout=timeout, retry=holder_retry, max_connections=max_connections,
+                client_key=self.client_key))
             return
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_headers(token),
+        headers = _headers(token, self.client_key)
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=headers,
                                               limits=limits, transport=_pooled_transport(limits))
-        self.steps = AsyncSteps(base_url, _headers(token), timeout, MAX_FRAME_BYTES)
+        self.steps = AsyncSteps(base_url, headers, timeout, MAX_FRAME_BYTES)
 
     async def health(self) -> dict[str, Any]:
         return await self._run(_Wire.health())
@@ -337,7 +344,8 @@ class RemoteEnv(gym.Env[str, str]):
         child = copy.copy(self)
         child._np_random = None  # its own generator, as a fresh env has
         if self._owns_client:
-            child.client = EnvClient(self._base_url, token=self._token, timeout=self._timeout)
+            child.client = EnvClient(self._base_url, token=self._token, timeout=self._timeout,
+                                     client_key=self.client.client_key)  # the fork is this client's
         child.episode_id = episode_id
         return child
 

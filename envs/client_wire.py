@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -21,6 +22,7 @@ import httpx
 from agentrl.core import StepResult
 from agentrl.protocol import (
     API_PREFIX,
+    CLIENT_KEY_HEADER,
     MUX_PATH,
     Answer,
     EnvSpec,
@@ -183,8 +185,16 @@ def _url(http: httpx.Client | httpx.AsyncClient, path: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
+def new_client_key() -> str:
+    """A client's key (`CLIENT_KEY_HEADER`): 128 random bits, so no other client can guess it."""
+    return secrets.token_hex(16)
+
+
+def _headers(token: str | None, client_key: str) -> dict[str, str]:
+    headers = {CLIENT_KEY_HEADER: client_key}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def _request(call: Call[Any]) -> dict[str, Any]:

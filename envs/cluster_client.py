@@ -9,15 +9,17 @@ is lost, when an episode id names a holder it does not know, and every `REFRESH_
 new holders take new episodes and draining ones take none).
 
 A lost holder loses no episode. For every live episode the client keeps its recipe: env id,
-seed, options, env kwargs, and each reset and action it sent with a digest of what came back.
-When the episode's holder is gone (its connection refused, timed out, or the episode answered
-as unknown), the client creates the episode again on another holder with the same recipe,
-replays every action, checks that each replayed answer equals the one received before, and then
-sends the call that failed; the caller keeps the episode id it had and sees a slower call. Where
-the replay differs (a Bash-v0 or Code-v0 step whose output depends on the container, as listed in
-a fork's `fork_divergence`), the new episode is closed and the call raises `EpisodeLostError`
-naming the step, never carrying on in a different state. A create without a seed is given one
-drawn here, so that every episode can be replayed.
+seed, copies of the options and env kwargs, and each reset and action it sent with a digest of what
+came back (observation, info, reward, end flags). When the episode's holder is gone (its connection
+refused, timed out, or the episode answered as unknown), the client creates the episode again on
+another holder with the same recipe, replays every action, checks that each replayed answer equals
+the one received before, and then sends the call that failed; the caller keeps the episode id it
+had and sees a slower call. Where the replay differs (a Bash-v0 or Code-v0 step whose output
+depends on the container, as listed in a fork's `fork_divergence`), the new episode is closed and
+the call raises `EpisodeLostError` naming the step, never carrying on in a different state. An
+episode its holder answers as closed or expired (`EpisodeEndedError`) is raised, never replayed: a
+closed episode does not come back. A create without a seed is given one drawn here, so that every
+episode can be replayed.
 
 The routing is written once, as a generator (`Router.route`) that yields each request it needs
 (a holder's URL or None for the discovery URL, and the `Call`) and is sent its outcome; the sync
@@ -26,8 +28,10 @@ and async clients drive it with their own per-holder clients.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import json
 import re
 import secrets
 import threading
@@ -45,6 +49,7 @@ from agentrl.protocol import (
     SEED_MAX,
     ClusterMap,
     EpisodeCreated,
+    EpisodeEndedError,
     EpisodeStatus,
     ServerError,
     ShuttingDownError,
@@ -74,10 +79,21 @@ class EpisodeLostError(UnknownEpisodeError):
         self.reason = reason
 
 
-def _digest(observation: str, reward: float, terminated: bool, truncated: bool) -> tuple[Any, ...]:
-    """What a replayed answer must equal: the observation (hashed, to keep memory flat) and the rest."""
-    text = hashlib.blake2b(observation.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    return text, float(reward), bool(terminated), bool(truncated)
+def _hash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _digest(observation: str, info: dict[str, Any], reward: float = 0.0, terminated: bool = False,
+            truncated: bool = False) -> tuple[Any, ...]:
+    """What a replayed answer must equal, field by field (`DIGEST_FIELDS`): the observation and the
+    info hashed (memory stays flat however long the episode), the reward and the end flags. An env's
+    info is a function of its seed and actions as its observations are (the task id, the state hash,
+    the calls' outcomes...), so a replay that answers another info is another episode."""
+    return (_hash(observation), _hash(json.dumps(info, sort_keys=True, default=str)), float(reward),
+            bool(terminated), bool(truncated))
+
+
+DIGEST_FIELDS = ("observation", "info", "reward", "terminated", "truncated")
 
 
 @dataclass
@@ -215,9 +231,11 @@ class Router:
                     continue
                 raise got
             created: EpisodeCreated = got
+            # copies: a caller that reuses and changes its dicts after the create changes no replay
             self.recipes[created.episode_id] = Recipe(
-                body["env_id"], body["seed"], body.get("options"), body.get("env_kwargs"),
-                _digest(created.observation, 0.0, False, False), name, created.episode_id)
+                body["env_id"], body["seed"], copy.deepcopy(body.get("options")),
+                copy.deepcopy(body.get("env_kwargs")), _digest(created.observation, created.info),
+                name, created.episode_id)
             return created
         raise lost
 
@@ -228,6 +246,9 @@ class Router:
                 got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
             else:  # the cluster no longer lists its holder
                 got = UnknownEpisodeError(404, "unknown_episode", f"holder {recipe.holder!r} is gone")
+            if isinstance(got, EpisodeEndedError):  # closed or expired: gone for good, not replayed
+                self._forget(episode_id)
+                raise got
             if not _is_loss(got):
                 break
             self._lose(recipe.holder)
@@ -246,11 +267,11 @@ class Router:
     def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any) -> Any:
         if verb == "step":
             recipe.ops.append(("step", call.body["action"],  # type: ignore[index]  # a step call has a body
-                               _digest(got.observation, got.reward, got.terminated, got.truncated)))
+                               _digest(got.observation, got.info, got.reward, got.terminated, got.truncated)))
         elif verb == "reset":
             body = call.body or {}
-            recipe.ops.append(("reset", body.get("seed"), body.get("options"),
-                               _digest(got.observation, 0.0, False, False)))
+            recipe.ops.append(("reset", body.get("seed"), copy.deepcopy(body.get("options")),
+                               _digest(got.observation, got.info)))
             got = got.model_copy(update={"episode_id": episode_id})
         elif verb == "DELETE":
             self._forget(episode_id)
@@ -316,8 +337,9 @@ class Router:
         if isinstance(got, BaseException):
             raise got
         new_id = got.episode_id
-        if _digest(got.observation, 0.0, False, False) != recipe.first:
-            yield from self._differs(url, episode_id, new_id, recipe, "its first observation")
+        if (digest := _digest(got.observation, got.info)) != recipe.first:
+            yield from self._differs(url, episode_id, new_id, recipe, "its first answer", digest,
+                                     recipe.first)
         step = 0
         for op in recipe.ops:
             if op[0] == "step":
@@ -329,20 +351,21 @@ class Router:
                 return None
             if isinstance(got, BaseException):
                 raise got
-            digest = _digest(got.observation, got.reward, got.terminated, got.truncated) if op[0] == "step" \
-                else _digest(got.observation, 0.0, False, False)
+            digest = _digest(got.observation, got.info, got.reward, got.terminated, got.truncated) \
+                if op[0] == "step" else _digest(got.observation, got.info)
             if digest != op[-1]:
                 what = f"step {step} ({op[1][:60]!r})" if op[0] == "step" else f"the reset after step {step}"
-                yield from self._differs(url, episode_id, new_id, recipe, what)
+                yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
         return new_id
 
-    def _differs(self, url: str, episode_id: str, new_id: str, recipe: Recipe,
-                 what: str) -> Generator[Request, Outcome, None]:
+    def _differs(self, url: str, episode_id: str, new_id: str, recipe: Recipe, what: str,
+                 got: tuple[Any, ...], want: tuple[Any, ...]) -> Generator[Request, Outcome, None]:
         yield url, _Wire.close(new_id)  # whatever it answers, the replay is over
         self.stats.lost += 1
         self._forget(episode_id)
+        fields = ", ".join(name for name, a, b in zip(DIGEST_FIELDS, got, want, strict=True) if a != b)
         raise EpisodeLostError(episode_id, f"replayed on another server, {what} of {recipe.env_id} answered "
-                               "differently (its world is not deterministic: see fork_divergence)")
+                               f"a different {fields} (its world is not deterministic: see fork_divergence)")
 
 
 # A `/v1/ws` frame item's `op` (none for a step), as `route` names the call it stands for.

@@ -33,6 +33,9 @@ from agentrl.core.results import StepResult
 API_PREFIX = "/v1"
 MUX_PATH = f"{API_PREFIX}/ws"
 CLUSTER_PATH = f"{API_PREFIX}/cluster"
+# the client key every agentrl client sends: an episode made with one is reachable only with it (or by
+# the operator's token), and `GET /v1/episodes` lists the caller's own (`agentrl.server.owners`)
+CLIENT_KEY_HEADER = "X-Agentrl-Client"
 MAX_REQUEST_ID_CHARS = 128
 MAX_BATCH = 1024
 MAX_FORKS = 64  # forks one request may ask for; capacity still bounds them all
@@ -47,7 +50,9 @@ class ErrorCode:
     BODY_TOO_LARGE = "body_too_large"  # 413
     UNAUTHORIZED = "unauthorized"  # 401
     UNKNOWN_ENV = "unknown_env"  # 404
-    UNKNOWN_EPISODE = "unknown_episode"  # 404
+    UNKNOWN_EPISODE = "unknown_episode"  # 404: never made here, or lost with a restarted server
+    EPISODE_CLOSED = "episode_closed"  # 404: a client closed it; it does not come back
+    EPISODE_EXPIRED = "episode_expired"  # 404: the server closed it (idle past its TTL, or too old)
     EPISODE_OVER = "episode_over"  # 409
     ENV_REJECTED = "env_rejected"  # 400: the env refused its constructor arguments or reset options
     CAPACITY = "capacity"  # 429
@@ -448,6 +453,12 @@ class UnknownEpisodeError(ServerError):
     """The episode never existed, was closed, or expired (idle TTL or max age)."""
 
 
+class EpisodeEndedError(UnknownEpisodeError):
+    """The episode was closed by a client (`episode_closed`) or expired (`episode_expired`): gone for
+    good. Unlike an `unknown_episode`, which a cluster client takes for a lost server and replays,
+    this one is raised to the caller: a closed episode never comes back."""
+
+
 class EpisodeOverError(ServerError, LocalEpisodeOverError):
     """Step after the episode ended; also an `agentrl.core.EpisodeOverError`, as locally."""
 
@@ -468,6 +479,8 @@ _BY_CODE: dict[str, type[ServerError]] = {
     ErrorCode.UNAUTHORIZED: UnauthorizedError,
     ErrorCode.UNKNOWN_ENV: UnknownEnvError,
     ErrorCode.UNKNOWN_EPISODE: UnknownEpisodeError,
+    ErrorCode.EPISODE_CLOSED: EpisodeEndedError,
+    ErrorCode.EPISODE_EXPIRED: EpisodeEndedError,
     ErrorCode.EPISODE_OVER: EpisodeOverError,
     ErrorCode.CAPACITY: CapacityError,
     ErrorCode.SHUTTING_DOWN: ShuttingDownError,

@@ -41,9 +41,29 @@ class ApiError(Exception):
                                  self.headers.get("Retry-After"))
 
 
+# why an episode left the server (`EpisodeRegistry.close`'s reasons), as the error a later call on it
+# gets; an episode closed because the server is shutting down is unknown to the next server that is
+# asked, and a cluster client replays it there
+ENDED = {"client": ErrorCode.EPISODE_CLOSED, "disconnect": ErrorCode.EPISODE_CLOSED,
+         "idle": ErrorCode.EPISODE_EXPIRED, "max_age": ErrorCode.EPISODE_EXPIRED}
+
+
+def ended(episode_id: str, reason: str | None) -> ApiError:
+    """The answer to a call on an episode that is no longer live, by why it left (None: unknown)."""
+    why = reason or ""
+    code = ENDED.get(why, ErrorCode.UNKNOWN_EPISODE)
+    if code == ErrorCode.EPISODE_CLOSED:
+        return ApiError(404, code, f"episode {episode_id!r} was closed; a closed episode does not come back")
+    if code == ErrorCode.EPISODE_EXPIRED:
+        return ApiError(404, code, f"episode {episode_id!r} expired ({why.replace('_', ' ')}) "
+                        "and was closed by the server")
+    return ApiError(404, code, f"no live episode {episode_id!r} (never created here, or its server "
+                    "restarted)")
+
+
 def gone(ep: Episode) -> ApiError:
     """The answer to a call on an episode closed while the call waited for it."""
-    return ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {ep.episode_id} was closed")
+    return ended(ep.episode_id, ep.end_reason)
 
 
 def start_failed(env_id: str, exc: Exception) -> ApiError:

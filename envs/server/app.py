@@ -55,6 +55,7 @@ from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import EpisodeRegistry
 from agentrl.server.forks import Forks, fork_router
 from agentrl.server.metrics import Metrics
+from agentrl.server.owners import CALLER, Caller, client_key
 from agentrl.server.ui import mount_ui
 from agentrl.server.watch import watch_router
 
@@ -75,16 +76,22 @@ class GuardMiddleware:
     `BaseHTTPMiddleware` would add a task and a stream copy.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, max_body_bytes: int, metrics: Metrics,
+                 operator_token: str | None = None) -> None:
         self.app = app
         self.token = token.encode() if token else None
+        self.operator_token = operator_token.encode() if operator_token else None
         self.max_body = max_body_bytes
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
             return await self.app(scope, receive, send)
-        if self.token is not None and not self._authorized(scope):
+        given = self._bearer(scope)
+        operator = given is not None and self.operator_token is not None \
+            and hmac.compare_digest(given, self.operator_token)
+        if self.token is not None and not operator and not (given is not None
+                                                            and hmac.compare_digest(given, self.token)):
             self.metrics.errors.labels(ErrorCode.UNAUTHORIZED).inc()
             response = _error_response(401, ErrorCode.UNAUTHORIZED, "missing or wrong bearer token",
                                        {"WWW-Authenticate": "Bearer"})
@@ -98,20 +105,30 @@ class GuardMiddleware:
                     response = _error_response(413, ErrorCode.BODY_TOO_LARGE,
                                                f"request body over the limit of {self.max_body} bytes")
                     return await response(scope, receive, send)
-        return await self.app(scope, receive, send)
+        key = client_key(scope["headers"])
+        # a server with no token at all is the machine's own: a caller with no client key operates it
+        if key is None and self.token is None and self.operator_token is None:
+            operator = True
+        reset = CALLER.set(Caller(key, operator))
+        try:
+            return await self.app(scope, receive, send)
+        finally:
+            CALLER.reset(reset)
 
-    def _authorized(self, scope: Scope) -> bool:
-        assert self.token is not None
+    @staticmethod
+    def _bearer(scope: Scope) -> bytes | None:
+        """The token the request bears, in its Authorization header (or, on a WebSocket, the
+        `token` query parameter: browsers and OpenEnv's client cannot set headers there)."""
         for name, value in scope["headers"]:
             if name == b"authorization":
                 scheme, _, given = value.partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token)
-        if scope["type"] == "websocket":  # browsers and OpenEnv's client cannot set headers on a WS
+                return given.strip() if scheme.lower() == b"bearer" else None
+        if scope["type"] == "websocket":
             for part in scope.get("query_string", b"").split(b"&"):
                 key, _, given = part.partition(b"=")
                 if key == b"token":
-                    return hmac.compare_digest(given, self.token)
-        return False
+                    return given
+        return None
 
 
 async def _refuse_socket(scope: Scope, send: Send, response: Response) -> None:
@@ -368,7 +385,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, step_socket=step_socket,
                        metrics=metrics)
     app.add_middleware(GuardMiddleware, token=config.resolved_token(),
-                       max_body_bytes=config.max_body_bytes, metrics=metrics)
+                       max_body_bytes=config.max_body_bytes, metrics=metrics,
+                       operator_token=config.resolved_operator_token())
     if config.ui:  # after the guard: the page's sign-in sits in front of it
-        mount_ui(app, registry, config.resolved_token())
+        mount_ui(app, registry, config.resolved_token(), config.resolved_operator_token())
     return app

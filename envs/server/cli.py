@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from agentrl.server.config import HOLDER_ENV_VAR, TOKEN_ENV_VAR, ServerConfig
+from agentrl.server.config import HOLDER_ENV_VAR, OPERATOR_TOKEN_ENV_VAR, TOKEN_ENV_VAR, ServerConfig
 
 
 def add_cli(subparsers: Any) -> None:
@@ -19,6 +19,8 @@ def add_cli(subparsers: Any) -> None:
                    help="serve only this env id (repeatable); default: every registered env")
     p.add_argument("--default-env", help="env of OpenEnv WebSocket sessions at /ws that name none")
     p.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV_VAR})")
+    p.add_argument("--operator-token", help="a second bearer token that reaches and lists every client's "
+                   f"episodes (default: ${OPERATOR_TOKEN_ENV_VAR})")
     p.add_argument("--max-episodes", type=int, default=defaults.max_episodes)
     p.add_argument("--idle-ttl", type=float, default=defaults.idle_ttl_s, help="seconds an episode may idle")
     p.add_argument("--max-age", type=float, default=defaults.max_age_s, help="seconds an episode may live")
@@ -68,7 +70,8 @@ def _env_kwargs(text: str) -> tuple[str, dict[str, Any]]:
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(
         host=args.host, port=args.port, env_ids=tuple(args.env_ids) if args.env_ids else None,
-        default_env_id=args.default_env, token=args.token, max_episodes=args.max_episodes,
+        default_env_id=args.default_env, token=args.token, operator_token=args.operator_token,
+        max_episodes=args.max_episodes,
         idle_ttl_s=args.idle_ttl, max_age_s=args.max_age, max_action_chars=args.max_action_chars,
         workers=args.workers, env_kwargs=dict(args.env_kwargs), ui=args.ui, holder=args.holder,
     )

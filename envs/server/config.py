@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TOKEN_ENV_VAR = "AGENTRL_TOKEN"
+OPERATOR_TOKEN_ENV_VAR = "AGENTRL_OPERATOR_TOKEN"
 HOLDER_ENV_VAR = "AGENTRL_HOLDER"
 
 
@@ -31,6 +32,8 @@ class ServerConfig:
     # env used by the OpenEnv WebSocket at /ws when a reset names none
     default_env_id: str | None = None
     token: str | None = None
+    # a second token that reaches and lists every client's episodes (`agentrl.server.owners`)
+    operator_token: str | None = None
     max_episodes: int = 1024
     idle_ttl_s: float = 600.0
     max_age_s: float = 3600.0
@@ -55,6 +58,9 @@ class ServerConfig:
 
     def resolved_token(self) -> str | None:
         return self.token or os.environ.get(TOKEN_ENV_VAR) or None
+
+    def resolved_operator_token(self) -> str | None:
+        return self.operator_token or os.environ.get(OPERATOR_TOKEN_ENV_VAR) or None
 
     def resolved_holder(self) -> str:
         """The holder name: letters, digits, `-` and `_` only (it heads ids used in URL paths)."""

@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,12 +43,23 @@ from agentrl.protocol import (
     encode_step,
 )
 from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
-from agentrl.server.answers import ApiError, Remembered, env_raised, gone, reset_failed, start_failed
+from agentrl.server.answers import (
+    ENDED,
+    ApiError,
+    Remembered,
+    ended,
+    env_raised,
+    gone,
+    reset_failed,
+    start_failed,
+)
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor, run_in_order
 from agentrl.server.metrics import Metrics
+from agentrl.server.owners import CALLER
 from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, Transcript
 
+ENDED_KEPT = 65_536  # closed episodes whose ids are remembered with why (about 100 bytes each)
 log = logging.getLogger("agentrl.server")
 Stepped = tuple[StepResult, bytes]  # a step's result and its encoding
 StepOutcome = Stepped | ApiError  # what a step is answered with
@@ -66,6 +78,8 @@ class Episode:
     turns: int = 0
     over: bool = False
     closed: bool = False
+    end_reason: str | None = None  # why it was closed (`EpisodeRegistry.close`'s reason)
+    owner: str | None = None  # the client key it was made with (`agentrl.server.owners`)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
     transcript: Transcript = field(default_factory=Transcript)  # for watchers (GET .../transcript, /ui)
@@ -127,6 +141,9 @@ class EpisodeRegistry:
         self._closes = Remembered(config.max_episodes)  # (episode, request_id) -> True
         self._reaper: asyncio.Task | None = None
         self.recently_closed = RecentlyClosed()
+        # episode id -> why it was closed, for the last ENDED_KEPT: a later call on one is told it was
+        # closed or expired (`answers.ended`), not that it is unknown, which a cluster client replays
+        self._ended: OrderedDict[str, str] = OrderedDict()
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -170,14 +187,17 @@ class EpisodeRegistry:
                            f"unknown env {env_id!r}; served envs: {', '.join(self.env_ids)}")
 
     def get(self, episode_id: str) -> Episode:
+        """The live episode `episode_id`, if the caller may reach it; else the 404 that says why
+        (another client's episode is answered as unknown: its existence is not told)."""
         ep = self.episodes.get(episode_id)
+        if ep is not None and not CALLER.get().reaches(ep.owner):
+            raise ended(episode_id, None)
         if ep is None:
             holder, dot, _ = episode_id.partition(".")
             if dot and holder != self.holder:
                 raise ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {episode_id!r} is held by "
                                f"{holder!r}, not by this server ({self.holder!r}): route it by its id")
-            raise ApiError(404, ErrorCode.UNKNOWN_EPISODE,
-                           f"no live episode {episode_id!r} (never created, closed, or expired)")
+            raise ended(episode_id, self._ended.get(episode_id))
         return ep
 
     def check_capacity(self, n: int) -> None:
@@ -201,7 +221,8 @@ class EpisodeRegistry:
     def new_episode(self, env_id: str, env: gym.Env, seed: int | None) -> Episode:
         """An episode of `env`, under a new id of this holder, not live yet (see `admit`)."""
         episode_id = self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
-        return Episode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window))
+        return Episode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window),
+                       owner=CALLER.get().key)
 
     def admit(self, ep: Episode) -> None:
         """Make a built episode live."""
@@ -322,7 +343,8 @@ class EpisodeRegistry:
         """`reset` run right here on the event loop, its `BatchResult` encoded, as `step_now` runs a
         step: where the env's resets are measured short and its episode is idle; else None."""
         ep = self.episodes.get(item.episode_id)
-        if ep is None or ep.lock.locked() or ep.closed or item.episode_id in busy:
+        if (ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or ep.closed
+                or item.episode_id in busy):
             return None
         kind = f"{ep.env_id}:reset"
         key = None if item.request_id is None else ("reset", item.request_id)
@@ -375,7 +397,8 @@ class EpisodeRegistry:
         steps handed to `step_later` that have not started yet, which must go first."""
         ep = self.episodes.get(item.episode_id)
         request_id, action = item.request_id, item.action
-        if (ep is None or ep.lock.locked() or ep.closed or ep.over or not self.dispatch.inline(ep.step_kind)
+        if (ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or ep.closed or ep.over
+                or not self.dispatch.inline(ep.step_kind)
                 or request_id in ep.results or item.episode_id in busy
                 or len(action) > self.config.max_action_chars):
             return None
@@ -451,8 +474,9 @@ class EpisodeRegistry:
         """`close` for a client: an unknown episode is a 404, except to a retry of `request_id`,
         which gets the first close's answer."""
         async def run() -> bool:
+            self.get(episode_id)  # the 404 of an episode that is not live, or not the caller's
             if not await self.close(episode_id):
-                self.get(episode_id)  # raises the 404
+                self.get(episode_id)  # closed meanwhile: the 404 that says so
             return True
 
         key = None if request_id is None else (episode_id, request_id)
@@ -462,7 +486,7 @@ class EpisodeRegistry:
         """`close_once` run right here on the event loop, its `BatchResult` encoded, where the env's
         closes are measured short and its episode is idle; else None."""
         ep = self.episodes.get(item.episode_id)
-        if ep is None or ep.lock.locked() or item.episode_id in busy:
+        if ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or item.episode_id in busy:
             return None
         kind = f"{ep.env_id}:close"
         key = None if item.request_id is None else (item.episode_id, item.request_id)
@@ -483,6 +507,13 @@ class EpisodeRegistry:
         """The episode, no longer live (None if there is none by that id)."""
         ep = self.episodes.pop(episode_id, None)
         if ep is not None:
+            # why, from the moment it is no longer live: a call that finds it gone while its close
+            # waits for a step to finish is told it was closed, not that it is unknown
+            ep.end_reason = reason
+            if reason in ENDED:
+                self._ended[episode_id] = reason
+                while len(self._ended) > ENDED_KEPT:
+                    self._ended.popitem(last=False)
             self.metrics.live_episodes.set(self.live)
             self.metrics.episodes_closed.labels(reason).inc()
         return ep
@@ -490,7 +521,8 @@ class EpisodeRegistry:
     def _retire(self, ep: Episode, reason: str) -> None:
         ep.closed = True
         self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
-                                               time.monotonic() - ep.created, reason, ep.transcript))
+                                               time.monotonic() - ep.created, reason, ep.transcript,
+                                               ep.owner))
 
 
 def _step_and_encode(env: gym.Env, action: str) -> Stepped:

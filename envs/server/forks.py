@@ -95,6 +95,7 @@ class Forks:
 
     def _child(self, parent: Episode, env: Any) -> Episode:
         child = self.registry.new_episode(parent.env_id, env, parent.seed)
+        child.owner = parent.owner  # a fork belongs to whoever holds its parent, the operator's too
         child.turns = parent.turns
         child.transcript = dataclasses.replace(parent.transcript, steps=deque(parent.transcript.steps))
         return child

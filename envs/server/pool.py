@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,8 +30,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from agentrl import __version__
+from agentrl.flights.task_ids import KEY_VARIABLE
 from agentrl.protocol import CLUSTER_PATH, ClusterMap, ErrorCode, HolderInfo, dumps
 from agentrl.server.app import GuardMiddleware, _error_response
+from agentrl.server.config import OPERATOR_TOKEN_ENV_VAR, TOKEN_ENV_VAR
 from agentrl.server.metrics import Metrics
 
 log = logging.getLogger("agentrl.server")
@@ -61,6 +65,23 @@ class PoolError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+def holder_environment(token: str | None, operator_token: str | None = None) -> dict[str, str]:
+    """The environment variables every holder of one cluster starts with: the API and operator
+    tokens, and one
+    Flights-v0 task-id key (`AGENTRL_TASK_ID_KEY`, the operator's if set, else drawn here once).
+
+    Each holder is a process of its own, and a process without a configured key draws its own
+    (`agentrl.flights.task_ids`): the same task would then have another id on every holder, and a
+    trainer's ledger of task ids would miss a train/eval overlap behind one cluster address. A holder
+    restarted after a crash gets the same variables, so ids stay the same across restarts too."""
+    env = {KEY_VARIABLE: os.environ.get(KEY_VARIABLE) or secrets.token_hex(32)}
+    if token:
+        env[TOKEN_ENV_VAR] = token
+    if operator_token:
+        env[OPERATOR_TOKEN_ENV_VAR] = operator_token
+    return env
+
+
 class HolderPool:
     """The holders of one cluster and the loop that watches them.
 
@@ -70,9 +91,10 @@ class HolderPool:
     and retires a `draining` holder once it holds no episode.
     """
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, operator_token: str | None = None) -> None:
         self.holders: dict[str, Holder] = {}
         self.token = token
+        self.holder_env = holder_environment(token, operator_token)
         self._watch: asyncio.Task | None = None
         self._http: httpx.AsyncClient | None = None
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 
 from agentrl.protocol import dumps
-from agentrl.server.config import TOKEN_ENV_VAR, ServerConfig
+from agentrl.server.config import ServerConfig
 from agentrl.server.local import free_port
 from agentrl.server.pool import Holder, HolderPool
 
@@ -60,7 +60,7 @@ class ProcessPool(HolderPool):
     """Holders as child processes of this one, on loopback ports of this machine."""
 
     def __init__(self, config: ServerConfig, log_level: str = "warning") -> None:
-        super().__init__(config.resolved_token())
+        super().__init__(config.resolved_token(), config.resolved_operator_token())
         self.config = config
         self.log_level = log_level
         self.base_name = config.resolved_holder()
@@ -68,9 +68,7 @@ class ProcessPool(HolderPool):
 
     def _spawn(self, name: str, port: int) -> subprocess.Popen:
         child = replace(self.config, port=port, holder=name)
-        env = dict(os.environ)
-        if self.token:
-            env[TOKEN_ENV_VAR] = self.token
+        env = {**os.environ, **self.holder_env}
         command = [sys.executable, "-m", "agentrl", "serve", *serve_args(child, self.log_level)]
         return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 

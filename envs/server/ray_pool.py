@@ -83,7 +83,7 @@ class RayPool(HolderPool):
 
     def __init__(self, config: ServerConfig, log_level: str = "warning", num_cpus: float = 1.0,
                  sandboxes: Any = None, sandbox_url: str | None = None) -> None:
-        super().__init__(config.resolved_token())
+        super().__init__(config.resolved_token(), config.resolved_operator_token())
         self.sandboxes = sandboxes  # `ray_sandboxes.NodeSandboxes`, or None: envs run their own Docker
         self.sandbox_url = sandbox_url
         self.config = config
@@ -100,10 +100,9 @@ class RayPool(HolderPool):
         for _ in range(count):
             name = f"{self.base_name}-r{self._made}"
             self._made += 1
-            token_env = {"env_vars": {"AGENTRL_TOKEN": self.token}} if self.token else {}
             handle = self._remote.options(  # type: ignore[attr-defined]  # ray.remote adds it
                 name=f"agentrl-holder-{name}", namespace=NAMESPACE, num_cpus=self.num_cpus,
-                scheduling_strategy="SPREAD", max_restarts=0, runtime_env=token_env or None,
+                scheduling_strategy="SPREAD", max_restarts=0, runtime_env={"env_vars": self.holder_env},
             ).remote(replace(self.config, holder=name), self.log_level, self.sandbox_url)
             actors.append((name, handle))
         urls = await asyncio.to_thread(ray.get, [h.url.remote() for _, h in actors], timeout=START_TIMEOUT_S)

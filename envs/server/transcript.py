@@ -71,6 +71,7 @@ class ClosedEpisode:
     age_s: float
     reason: str
     transcript: Transcript
+    owner: str | None = None  # the client key it was made with (`agentrl.server.owners`)
 
 
 class RecentlyClosed:

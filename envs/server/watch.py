@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from agentrl.core import StepResult
 from agentrl.protocol import API_PREFIX, ErrorBody, dumps
 from agentrl.server.episodes import Episode, EpisodeRegistry
+from agentrl.server.owners import CALLER
 from agentrl.server.transcript import ClosedEpisode
 
 JSON = "application/json"
@@ -70,15 +71,21 @@ def summary(ep: Episode | ClosedEpisode) -> dict[str, Any]:
 
 
 def find(registry: EpisodeRegistry, episode_id: str) -> Episode | ClosedEpisode:
-    """A live episode, else a recently closed one, else the registry's own 404."""
-    return registry.episodes.get(episode_id) or registry.recently_closed.get(episode_id) \
-        or registry.get(episode_id)
+    """A live episode, else a recently closed one, else the registry's own 404: each only where the
+    caller may reach it (`agentrl.server.owners`)."""
+    closed = registry.recently_closed.get(episode_id)
+    if episode_id not in registry.episodes and closed is not None and CALLER.get().reaches(closed.owner):
+        return closed
+    return registry.get(episode_id)
 
 
 def listing(registry: EpisodeRegistry) -> list[dict[str, Any]]:
-    live = sorted(registry.episodes.values(), key=lambda ep: ep.created, reverse=True)
+    """The caller's own episodes, live then recently closed (the operator's list holds everyone's)."""
+    caller = CALLER.get()
+    live = sorted((ep for ep in registry.episodes.values() if caller.lists(ep.owner)),
+                  key=lambda ep: ep.created, reverse=True)
     closed = [c for c in reversed(registry.recently_closed.episodes.values())
-              if c.episode_id not in registry.episodes]
+              if c.episode_id not in registry.episodes and caller.lists(c.owner)]
     return [summary(ep) for ep in live] + [summary(ep) for ep in closed]
 
 

@@ -76,7 +76,8 @@ class ServedCluster(ServedHolders):
     it as Ctrl-C would."""
 
     def __init__(self, kind: str = "processes", holders: int = 2,
-                 envs: tuple[str, ...] = (ECHO, FLIGHTS), extra: tuple[str, ...] = ()) -> None:
+                 envs: tuple[str, ...] = (ECHO, FLIGHTS), extra: tuple[str, ...] = (),
+                 environ: dict[str, str] | None = None) -> None:
         self.kind = kind
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -89,7 +90,7 @@ class ServedCluster(ServedHolders):
             args += ["--env", env_id]
         args += list(extra)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **RAY_ENV})
+                                     env={**(os.environ if environ is None else environ), **RAY_ENV})
 
     def wait_up(self, count: int) -> list[dict[str, Any]]:
         """The holders up, once `count` are and none is starting."""

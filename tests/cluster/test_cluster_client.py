@@ -15,6 +15,7 @@ from cluster_helpers import ECHO, FLIGHTS
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient, EnvClient, UnknownEpisodeError
 from agentrl.cluster_client import EpisodeLostError
+from agentrl.protocol import EpisodeEndedError
 
 pytestmark = pytest.mark.slow
 
@@ -212,3 +213,56 @@ def test_remote_env_over_a_cluster_survives_its_holder(cluster):
         assert env.unwrapped.client.cluster.stats.episodes == 1
     finally:
         env.close()
+
+
+def test_a_replay_whose_info_differs_raises_episode_lost_naming_the_info(cluster):
+    """The observation, reward and end flags alike, but another `info` (a holder with another task-id
+    key would answer another `task_id`): the replay is refused, its reason names the info."""
+    cluster.ensure_up(2)
+    with EnvClient(cluster.discovery) as client:
+        made = client.create_episode(FLIGHTS, seed=4)
+        client.step(made.episode_id, actions(FLIGHTS, 4, 1)[0])
+        recipe = client.cluster.router.recipes[made.episode_id]
+        kind, action, (observation, _info, *rest) = recipe.ops[0]
+        recipe.ops[0] = (kind, action, (observation, b"another info", *rest))
+        cluster.kill_holder(holder_of(made.episode_id))
+        with pytest.raises(EpisodeLostError) as raised:
+            client.step(made.episode_id, actions(FLIGHTS, 4, 2)[1])
+        assert "step 1" in raised.value.reason and "different info" in raised.value.reason
+        assert "observation" not in raised.value.reason
+
+
+def test_options_the_caller_changes_after_the_create_change_no_replay(cluster):
+    """The recipe holds copies: a caller that reuses its options dict for the next episode still gets
+    the first episode replayed as it was made."""
+    cluster.ensure_up(2)
+    options = {"family": "cheapest"}
+    with EnvClient(cluster.discovery) as client:
+        made = client.create_episode(FLIGHTS, seed=12, options=options)
+        options["family"] = "budget"  # the next episode's, say
+        script = actions(FLIGHTS, 12, 2)
+        first = client.step(made.episode_id, script[0])
+        cluster.kill_holder(holder_of(made.episode_id))
+        second = client.step(made.episode_id, script[1])
+        assert client.cluster.stats.episodes == 1
+    local = gym.make(FLIGHTS).unwrapped
+    local.reset(seed=12, options={"family": "cheapest"})
+    assert [first.observation, second.observation] == [local.step(a)[0] for a in script]
+    local.close()
+
+
+def test_an_episode_closed_by_another_client_stays_closed(cluster):
+    """Closed through another connection to its holder: the owner's next call raises
+    `EpisodeEndedError` ("episode_closed") instead of silently making the episode again."""
+    cluster.ensure_up(2)
+    with EnvClient(cluster.discovery) as client:
+        made = client.create_episode(ECHO, seed=5)
+        client.step(made.episode_id, call("echo", text="a"))
+        url = client.cluster.router.map[holder_of(made.episode_id)].url
+        with EnvClient(url) as other:
+            assert other.close_episode(made.episode_id) is True
+        with pytest.raises(EpisodeEndedError) as raised:
+            client.step(made.episode_id, call("echo", text="b"))
+        assert raised.value.code == "episode_closed"
+        assert made.episode_id not in client.cluster.router.recipes
+        assert client.cluster.stats.episodes == 0  # nothing was replayed

@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from cluster_helpers import ECHO, ServedCluster, alive, need_ray
+from cluster_helpers import ECHO, FLIGHTS, ServedCluster, alive, need_ray
 
 from agentrl.client import EnvClient
 
@@ -104,5 +104,34 @@ def test_scale_up_takes_new_episodes_and_a_drained_holder_finishes_its_own(kind)
         bad = subprocess.run([*cli, "drain", "--url", made.url, "nobody"], capture_output=True, text=True,
                              timeout=120)
         assert bad.returncode == 1 and "no holder 'nobody'" in bad.stdout
+    finally:
+        made.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_holder_names_a_task_with_the_same_id(kind):
+    """One task-id key per cluster: the parent draws it once and hands it to every holder, a
+    restarted one too, so a trainer's ledger of task ids sees one id per task behind one address
+    (each holder process drawing its own would name seed 90001 of the test split anew on each)."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRL_TASK_ID_KEY"}
+    made = ServedCluster(kind, 2, (FLIGHTS,), environ=env)
+    try:
+        holders = made.wait_up(2)
+
+        def task_ids() -> list[str]:
+            ids = []
+            for holder in made.wait_up(2):
+                with EnvClient(holder["url"]) as client:
+                    created = client.create_episode(FLIGHTS, seed=90001, options={"split": "test"})
+                    ids.append(created.info["task_id"])
+                    client.close_episode(created.episode_id)
+            return ids
+
+        first = task_ids()
+        assert len(first) == 2 and first[0] == first[1], first
+        if kind == "processes":  # a holder started again after a crash keeps the cluster's key
+            os.kill(made.holder_pid(holders[0]["holder"]), signal.SIGKILL)
+            made.wait(lambda hs: any(h["state"] != "up" for h in hs), 30, "the lost holder reported")
+            assert task_ids() == first
     finally:
         made.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -18,6 +19,9 @@ from agentrl.client import (
 )
 from agentrl.core import EpisodeOverError as LocalEpisodeOverError
 from agentrl.core import StepResult
+from agentrl.protocol import EpisodeEndedError
+from agentrl.server.config import ServerConfig
+from agentrl.server.local import serve_in_thread
 
 
 @pytest.fixture()
@@ -64,6 +68,26 @@ def test_episode_lifecycle(http):
     assert http.delete(f"/v1/episodes/{eid}").json() == {"episode_id": eid, "closed": True}
     assert http.get(f"/v1/episodes/{eid}").status_code == 404
     assert http.delete(f"/v1/episodes/{eid}").status_code == 404
+    # closed, not unknown: a cluster client replays an unknown episode, never a closed one
+    assert http.get(f"/v1/episodes/{eid}").json()["error"] == "episode_closed"
+
+
+def test_an_expired_episode_says_so_and_stays_closed():
+    """The server closes an idle episode; a later call is told it expired, distinctly from an
+    unknown id, and the client raises `EpisodeEndedError` (which is an `UnknownEpisodeError`)."""
+    config = ServerConfig(env_ids=(ECHO,), idle_ttl_s=0.2, reap_interval_s=0.1, ui=False)
+    with serve_in_thread(config) as url, EnvClient(url) as client:
+        made = client.create_episode(ECHO, seed=2)
+        deadline = time.monotonic() + 30
+        while client.health().get("live_episodes", 1) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(EpisodeEndedError) as expired:
+            client.step(made.episode_id, "x")
+        assert expired.value.code == "episode_expired" and "idle" in expired.value.message
+        assert isinstance(expired.value, UnknownEpisodeError)
+        with pytest.raises(UnknownEpisodeError) as unknown:
+            client.step(made.episode_id + "x", "x")
+        assert unknown.value.code == "unknown_episode"
 
 
 @pytest.mark.parametrize(
@@ -159,8 +183,9 @@ def test_sync_client_raises_typed_errors_with_the_servers_message(base_url):
     with EnvClient(base_url) as client:
         with pytest.raises(UnknownEnvError, match="Nope-v0"):
             client.create_episode("agentrl/Nope-v0")
-        with pytest.raises(UnknownEpisodeError, match="never created, closed, or expired"):
+        with pytest.raises(UnknownEpisodeError, match="never created here") as unknown:
             client.step("missing", "x")
+        assert unknown.value.code == "unknown_episode" and not isinstance(unknown.value, EpisodeEndedError)
         with pytest.raises(InvalidRequestError) as bad:
             client.create_episode(ECHO, env_kwargs={"max_turns": 0})
         assert bad.value.status == 400 and "max_turns" in bad.value.message

@@ -54,7 +54,7 @@ def test_create_reset_and_close_run_in_the_frames_order_with_steps(base_url, env
     assert after_one["result"]["observation"] == first["result"]["observation"]
     assert after_two["result"]["info"].get("turn", 2) == 2 and after_one["result"]["info"].get("turn", 1) == 1
     assert closed["result"] == {"episode_id": eid, "closed": True}
-    assert late["error"]["error"] == "unknown_episode" and late["result"] is None
+    assert late["error"]["error"] == "episode_closed" and late["result"] is None
     assert httpx.get(f"{base_url}/v1/episodes/{eid}").status_code == 404
 
 
@@ -81,7 +81,7 @@ def test_a_retried_frame_runs_each_call_once():
             (c1_later,) = _frame(ws, 4, close)
             assert c1 == c1_again == c1_later and c1["status"] == 200
             (other_close,) = _frame(ws, 5, {**close, "request_id": "another"})
-        assert other_close["status"] == 404 and other_close["error"]["error"] == "unknown_episode"
+        assert other_close["status"] == 404 and other_close["error"]["error"] == "episode_closed"
         assert _live(url) == 0
         # the HTTP route remembers the create by the same request id
         via_http = httpx.post(f"{url}/v1/episodes", json={k: v for k, v in create.items() if k != "op"})
@@ -101,7 +101,7 @@ def test_capacity_and_a_closed_episodes_late_step_are_errors_in_the_frame():
                                      {"op": "reset", "episode_id": eid})
         assert closed["status"] == 200
         assert [late["status"], reset["status"]] == [404, 404]
-        assert late["error"]["error"] == reset["error"]["error"] == "unknown_episode"
+        assert late["error"]["error"] == reset["error"]["error"] == "episode_closed"
         # a 429 is not remembered: the same request, retried once there is room, creates
         (retried,) = _frame(ws, 3, {"op": "create", "env_id": ECHO, "request_id": "b"})
         assert retried["status"] == 201

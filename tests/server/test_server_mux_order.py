@@ -11,10 +11,12 @@ from websockets.sync.client import connect
 
 from agentrl.client import AsyncEnvClient
 
+KEY = "mux-order"  # the creating client's key, shared by the client that steps (`agentrl.server.owners`)
+
 
 def _episodes(base_url: str, n: int) -> list[str]:
     async def main() -> list[str]:
-        async with AsyncEnvClient(base_url) as client:
+        async with AsyncEnvClient(base_url, client_key=KEY) as client:
             made = await asyncio.gather(*(client.create_episode(ECHO, seed=s, env_kwargs={"max_turns": 10**6})
                                           for s in range(n)))
             return [m.episode_id for m in made]
@@ -48,7 +50,7 @@ def test_every_coroutine_gets_its_turn_in_each_round(base_url):
 
     async def main() -> list[int]:
         counts = [0] * len(episodes)
-        async with AsyncEnvClient(base_url) as client:
+        async with AsyncEnvClient(base_url, client_key=KEY) as client:
             async def run(i: int) -> None:
                 while sum(counts) < 6 * len(episodes):
                     await client.step(episodes[i], call("echo", text="z"))
