@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from sqlalchemy import text
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.flights.oracle import OraclePolicy
+from agentrl.flights.world import build_row_by_row, build_template, fingerprint, generate_world, new_engine
 
 
 def play(env, actions: list[str], seed: int, options: dict) -> list[str]:
@@ -79,10 +81,6 @@ def test_a_bad_world_seed_is_a_clear_error(bad):
 def test_the_template_holds_the_worlds_rows_as_the_orm_writes_them():
     """The template loads presold seats by expanding each fare's sold mask in SQL: it holds exactly
     the rows the ORM writes one by one from the world's rows, and each flight's sold seats."""
-    from sqlalchemy import text
-
-    from agentrl.flights.world import build_row_by_row, build_template, fingerprint, generate_world, new_engine
-
     world = generate_world("train", 123, 1)
     engine = new_engine()
     build_row_by_row(world, engine)
