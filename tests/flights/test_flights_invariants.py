@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentrl  # noqa: F401
+from agentrl.core.state_hash import canonical, state_hash, text_digest
 from agentrl.flights.changes import changed_rows
 from agentrl.flights.invariants import violations
 from agentrl.flights.oracle import call
@@ -103,6 +104,30 @@ def test_invariants_hold_after_random_actions(seed, steps):
         if ENV.episode_over:
             break
     assert violations(ENV.session, ENV) == []
+
+
+def full_state_hash(env, shown_results):
+    """`info["state_hash"]` recomputed from nothing kept: the task's digest, the set of every tool
+    result shown so far, and the world state with its changed rows read from the whole change table."""
+    world = {**env._world_state(), "rows": changed_rows(env._raw)}
+    shown = sorted({text_digest(result) for result in shown_results})
+    return state_hash(" ".join([text_digest(env._trace.observation), *shown, "|", canonical(world)]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 60), steps=st.lists(actions, min_size=1, max_size=12))
+def test_the_kept_state_hash_equals_the_full_recomputation(seed, steps):
+    """The hash each step reports, from digests and changed rows kept as the episode goes, is the one
+    the whole episode recomputed gives, over random bookings, changes, cancellations and reads."""
+    _observation, info = ENV.reset(seed=seed)
+    shown: list[str] = []
+    assert info["state_hash"] == full_state_hash(ENV, shown)
+    for step in steps:
+        _observation, _reward, _terminated, _truncated, info = ENV.step(_resolve(step))
+        shown += [c["result"] for c in ENV._step_calls if c["ok"]]
+        assert info["state_hash"] == full_state_hash(ENV, shown)
+        if ENV.episode_over:
+            break
 
 
 def test_fast_paths_hold_in_forks_and_the_moving_world():

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from sqlalchemy import text
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.flights.oracle import OraclePolicy
+from agentrl.flights.world import build_row_by_row, build_template, fingerprint, generate_world, new_engine
 
 
 def play(env, actions: list[str], seed: int, options: dict) -> list[str]:
@@ -74,3 +76,25 @@ def test_a_bad_world_seed_is_a_clear_error(bad):
             env.reset(seed=0, options={"world_seed": bad})
     finally:
         env.close()
+
+
+def test_the_template_holds_the_worlds_rows_as_the_orm_writes_them():
+    """The template loads presold seats by expanding each fare's sold mask in SQL: it holds exactly
+    the rows the ORM writes one by one from the world's rows, and each flight's sold seats."""
+    world = generate_world("train", 123, 1)
+    engine = new_engine()
+    build_row_by_row(world, engine)
+    template = build_template(world)
+    copy = new_engine()
+    with copy.connect() as conn:
+        template.backup(conn.connection.driver_connection)
+        with engine.connect() as orm:
+            assert fingerprint(conn) == fingerprint(orm)
+        sold = conn.execute(text("SELECT flight_id, seat_no FROM occupied_seats WHERE source = 'presold'"))
+        by_flight: dict[int, set[str]] = {}
+        for flight_id, seat_no in sold:
+            by_flight.setdefault(flight_id, set()).add(seat_no)
+    booked = {(b["flight_id"], b["seat_no"]) for b in world.rows["bookings"]}
+    assert sum(map(len, by_flight.values())) > 1000
+    for flight_id, seats in world.occupied.items():
+        assert seats == by_flight.get(flight_id, set()) | {s for f, s in booked if f == flight_id}
