@@ -230,8 +230,9 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         trimmed for the compact observation (`compact.compact_result`)."""
         if not name.startswith(COMPACT_METHOD):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        method = getattr(self, name.removeprefix(COMPACT_METHOD))
-        return lambda *args: compact_result(method.__name__, method(*args))
+        tool = name.removeprefix(COMPACT_METHOD)  # a tool's method is named as the tool (`@tool`)
+        method = getattr(self, tool)
+        return lambda *args: compact_result(tool, method(*args))
 
     def _request_text(self) -> str:
         """The request as the first observation gives it: whole, or the customer's opening."""
