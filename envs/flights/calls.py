@@ -8,7 +8,8 @@ from typing import Any
 
 from agentrl.core.tools import TOOL_RESPONSE
 
-_TOOL_NAME = re.compile(r'\{"type": "function", "function": \{"name": "(\w+)"')
+# a tool of the first observation's list: a JSON schema (full mode) or a signature line (compact)
+_TOOL_NAME = re.compile(r'\{"type": "function", "function": \{"name": "(\w+)"|^(\w+)\(.*\): ', re.MULTILINE)
 
 
 def call(name: str, **arguments: Any) -> str:
@@ -29,7 +30,8 @@ def last_response(observation: str) -> tuple[str | None, Any, str | None]:
 
 def tool_names(observation: str) -> list[str]:
     """The tools a first observation lists, in order."""
-    return _TOOL_NAME.findall(observation.split("\n# Tools\n", 1)[-1])
+    found = _TOOL_NAME.findall(observation.split("\n# Tools\n", 1)[-1])
+    return [schema or line for schema, line in found]
 
 
 def granularity_of(observation: str) -> str:

@@ -10,6 +10,7 @@ sometimes busy, and a fare may rise between search and booking.
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from sqlalchemy import Row
 from agentrl.core import ToolEnv, ToolError, tool
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
+from agentrl.flights.compact import OBSERVATIONS, compact_policy_text, compact_result, signatures
 from agentrl.flights.customer import DeterministicCustomer
 from agentrl.flights.episode import EpisodeDatabase
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
@@ -64,6 +66,8 @@ BUSY = "service busy, please retry the same call"
 GRANULARITIES = ("coarse", "default", "fine")
 # subgoals every task shares, each open to every candidate answer and to every outcome
 GOALS = ("looked_up_customer", "searched_route")
+# what `Tool.method` names in compact mode: the tool of that name, its result trimmed (`__getattr__`)
+COMPACT_METHOD = "_compact_"
 
 
 class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
@@ -81,6 +85,11 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
 
     `granularity` ("coarse" | "default" | "fine") puts the same desk behind other tools: each level
     is a subclass, which `gym.make("agentrl/Flights-v0", granularity=...)` builds (`granularity.py`).
+
+    `observation` ("full" | "compact") is what the agent reads: "full" (default) the policy in prose
+    and the tools as JSON schemas; "compact" the policy as short rules, the tools as one-line
+    signatures and trimmed tool results, search results as text rows (`compact.py`). Tasks, tools,
+    actions and rewards are the same in both.
     """
 
     default_max_turns = 30
@@ -113,6 +122,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         render_mode: str | None = None,
         granularity: str | None = None,
         user: str | None = None,
+        observation: str = "full",
     ) -> None:
         # the level is the class (`make_flights_env` picks it); the argument is accepted and checked so
         # that the kwargs `gym.make` was given rebuild the same env (a replayed fork, a recipe)
@@ -134,6 +144,14 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         if user not in (None, "deterministic"):
             raise ValueError(f"user must be None (the whole request) or 'deterministic', not {user!r}")
         self.user_kind = user
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS}, not {observation!r}")
+        self.observation_mode = observation
+        if observation == "compact":  # the same tools, each answering through `__getattr__`
+            self.tools = {
+                name: dataclasses.replace(spec, method=COMPACT_METHOD + spec.method)
+                for name, spec in type(self).tools.items()
+            }
         self.customer: DeterministicCustomer | None = None
         self._open_database()
         self._reset_seed: int | None = None
@@ -197,8 +215,24 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         info: dict[str, Any] = {"task_id": task_id, "split": split}
         if self.privileged_info:
             info["task"] = {**self.task.privileged(), "world": list(self.world.key)}
-        text = f"{policy_text(self.world.now)}\n\n# Customer request\n{self._request_text()}"
+        policy = compact_policy_text if self.observation_mode == "compact" else policy_text
+        text = f"{policy(self.world.now)}\n\n# Customer request\n{self._request_text()}"
         return text, info
+
+    def _tools_text(self, specs: list[dict[str, Any]]) -> str:  # type: ignore[override]
+        """The tool list of the first observation: JSON schemas, or one-line signatures (compact)."""
+        if self.observation_mode == "compact":
+            return signatures(type(self).tools)
+        return super()._tools_text(specs)
+
+    def __getattr__(self, name: str) -> Any:
+        """Compact mode's tool methods (`COMPACT_METHOD` + a tool's method): the tool, its result
+        trimmed for the compact observation (`compact.compact_result`)."""
+        if not name.startswith(COMPACT_METHOD):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        tool = name.removeprefix(COMPACT_METHOD)  # a tool's method is named as the tool (`@tool`)
+        method = getattr(self, tool)
+        return lambda *args: compact_result(tool, method(*args))
 
     def _request_text(self) -> str:
         """The request as the first observation gives it: whole, or the customer's opening."""

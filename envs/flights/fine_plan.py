@@ -14,6 +14,7 @@ from typing import Any
 
 from agentrl.core import ParsedCall, parse_tool_calls, tool_response
 from agentrl.flights.calls import call, granularity_of, last_response
+from agentrl.flights.compact import search_results
 
 EXPANDED = ("search_flights", "book_flight", "change_booking")
 Policy = Callable[[str, dict[str, Any]], str]
@@ -55,7 +56,7 @@ class FinePlan:
         if error or not isinstance(content, dict):
             return self.name, None, error or f"unexpected answer from {name}"
         if name in {"search_flights", "results_page"}:
-            self.results += content["results"]
+            self.results += search_results(content)
             if content["page"] < content["pages"]:
                 self.current = call("results_page", page=content["page"] + 1)
                 return self.current

@@ -23,6 +23,7 @@ import numpy as np
 
 from agentrl.core.tools import TOOL_RESPONSE
 from agentrl.flights.calls import call, granularity_of, last_response
+from agentrl.flights.compact import search_results
 from agentrl.flights.fine_plan import FinePlan
 from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS
 
@@ -148,8 +149,8 @@ class OraclePolicy:
             owned = {pm["id"] for pm in content["payment_methods"]}
             self.owner_found = self.owner_found or self.request["payment_method_id"] in owned
         elif name == "search_flights":
-            self.results = content["results"]
-            self.candidates = self._rank(content["results"])
+            self.results = search_results(content)
+            self.candidates = self._rank(self.results)
             self.chosen = None if self.request["seat_position"] else (self.candidates or [None])[0]
         elif name == "check_seats":
             if content["counts"].get(self.request["seat_position"], 0) > 0:

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from agentrl.flights.compact import search_results
 from agentrl.flights.geography import AIRPORT_CITY
 from agentrl.flights.oracle import OraclePolicy, call, last_response, parse_request, request_text
 from agentrl.flights.task_ids import keyed_id
@@ -228,7 +229,7 @@ class FareMoveReader(_Greedy):
     def _absorb(self, name: str | None, content: Any) -> None:
         if name == "search_flights":
             cabin = self.request["cabin"]
-            prices = {x["flight_id"]: x["fares"][cabin]["price"] for x in content["results"]}
+            prices = {x["flight_id"]: x["fares"][cabin]["price"] for x in search_results(content)}
             if self.seen is None:
                 self.seen = prices
             else:
@@ -367,7 +368,7 @@ class ProbeShaping:
                     "search_flights", origin=r["origin"], destination=r["destination"], date=r["date"]
                 )
             self.queue = []
-            for result in content["results"]:
+            for result in search_results(content):
                 fid = result["flight_id"]
                 self.queue += [
                     call("get_flight", flight_id=fid),
@@ -418,7 +419,7 @@ class Memorise:
         name, content, _error = last_response(observation)
         if name == "search_flights" and content and self.number:
             r = self.request
-            for result in content["results"]:
+            for result in search_results(content):
                 if result["number"] == self.number:
                     return book_for(r, result["flight_id"])
         return call("finish", outcome="done", message="Done.")

@@ -2,6 +2,7 @@
 world, at each granularity, with the oracle and the base rates: the tables of docs/rewards-flights.md.
 
     python tests/flights/flights_hack_table.py --seeds 40
+    python tests/flights/flights_hack_table.py --seeds 40 --observation compact
 
 Seeds 90000.. of the test split, every family on each seed, level `LEVELS[seed % 3]` (as the hack
 suite plays them); a score is the share of episodes the hack wins. "n/a": the hack has no way to
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=40, help="test seeds per family (from 90000)")
     parser.add_argument("--train-seeds", type=int, default=40, help="train seeds the memoriser learns")
     parser.add_argument("--granularities", nargs="*", default=list(GRANULARITIES))
+    parser.add_argument("--observation", choices=["full", "compact"], default="full")
     args = parser.parse_args()
     seeds = list(range(TEST_BASE, TEST_BASE + args.seeds))
     rates = base_rates(seeds)
@@ -73,10 +75,14 @@ def main() -> None:
     for granularity in args.granularities:
         for stochastic in (False, True):
             result = measure_at(
-                granularity, dict.fromkeys(FAMILIES, seeds), args.train_seeds, stochastic=stochastic
+                granularity,
+                dict.fromkeys(FAMILIES, seeds),
+                args.train_seeds,
+                stochastic=stochastic,
+                observation=args.observation,
             )
             world = "stochastic" if stochastic else "static"
-            print(f"\n### {granularity} granularity, {world} world\n")
+            print(f"\n### {granularity} granularity, {world} world, {args.observation} observations\n")
             print(table(result, rates), flush=True)
     print(f"\n{args.seeds} test seeds per family; {time.perf_counter() - started:.0f} s")
 

@@ -36,6 +36,7 @@ from flights_hack_policies import (
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.flights.asking import AskFirst
+from agentrl.flights.compact import search_results
 from agentrl.flights.oracle import OraclePolicy, RandomPolicy, last_response, parse_request, request_text
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
@@ -73,9 +74,11 @@ def play(env: Any, make: Callable[[Any], Policy], seed: int, options: dict[str, 
     return round(total, 6), policy
 
 
-def learn_from_train(n_seeds: int) -> tuple[dict[str, list[str]], dict[tuple[str, ...], str]]:
+def learn_from_train(
+    n_seeds: int, observation: str = "full"
+) -> tuple[dict[str, list[str]], dict[tuple[str, ...], str]]:
     """The memoriser's lookup tables: the oracle's actions per train text, its answer per route."""
-    env = gym.make("agentrl/Flights-v0").unwrapped
+    env = gym.make("agentrl/Flights-v0", observation=observation).unwrapped
     texts: dict[str, list[str]] = {}
     routes: dict[tuple[str, ...], str] = {}
     for family in FAMILIES:
@@ -88,7 +91,7 @@ def learn_from_train(n_seeds: int) -> tuple[dict[str, list[str]], dict[tuple[str
                 observation, reward, terminated, truncated, info = env.step(action)
                 name, content, _error = last_response(observation)
                 if name == "search_flights":
-                    numbers.update({r["flight_id"]: r["number"] for r in content["results"]})
+                    numbers.update({r["flight_id"]: r["number"] for r in search_results(content)})
                 done = terminated or truncated
             if reward == 1.0:
                 first = env.messages[0]["content"]
@@ -115,12 +118,13 @@ def _asking(make: Callable[[Any], Policy], env: Any) -> Policy:
 
 
 def hacks(
-    n_train: int, seeds: list[int] | range = range(TEST_BASE, TEST_BASE + 40)
+    n_train: int, seeds: list[int] | range = range(TEST_BASE, TEST_BASE + 40), observation: str = "full"
 ) -> dict[str, tuple[dict[str, Any], Callable[[Any], Policy]]]:
     """Each hack: the env kwargs it plays under, and a factory of its policy (given the reset env).
 
-    `seeds` are the seeds the task-id inverter is told to enumerate (those it is played on)."""
-    learned = functools.cache(lambda: learn_from_train(n_train))  # only if the memoriser plays
+    `seeds` are the seeds the task-id inverter is told to enumerate (those it is played on);
+    `observation` the mode the memoriser learns its train texts in (the mode it plays)."""
+    learned = functools.cache(lambda: learn_from_train(n_train, observation))  # only if the memoriser plays
     return {
         "do-nothing (finish done at once)": ({}, lambda env: Finish("done")),
         "never call a tool": ({"max_turns": 10}, lambda env: silent),
@@ -151,9 +155,11 @@ def measure(
     stochastic: bool = False,
     only: set[str] | None = None,
     customer: bool = False,
+    observation: str = "full",
 ) -> dict[str, Any]:
     """Success rate of every hack (or those named in `only`) per family on seeds base..base+n-1 of
-    `split`, static or in the moving world, with base rates (from the oracle's episodes).
+    `split`, static or in the moving world, with base rates (from the oracle's episodes), reading
+    the `observation` mode ("full" or "compact").
 
     `customer`: with the deterministic customer (`user="deterministic"`), each hack first asks it for
     the whole request (`AskFirst`), then plays as it would have on the whole request."""
@@ -162,7 +168,7 @@ def measure(
     policies: dict[str, list[Any]] = {}
     rates: dict[str, dict[str, float]] = {f: {"infeasible": 0.0, "refused": 0.0} for f in FAMILIES}
     timings: dict[str, float] = {}
-    table = hacks(n_train, range(base, base + n_seeds))
+    table = hacks(n_train, range(base, base + n_seeds), observation)
     for name, (kwargs, make) in table.items():
         if only is not None and name not in only | {"oracle"}:
             continue
@@ -170,7 +176,9 @@ def measure(
         if customer:
             kwargs = {**kwargs, "user": "deterministic"}
             make = functools.partial(_asking, make)
-        env = gym.make("agentrl/Flights-v0", split=split, stochastic=stochastic, **kwargs).unwrapped
+        env = gym.make(
+            "agentrl/Flights-v0", split=split, stochastic=stochastic, observation=observation, **kwargs
+        ).unwrapped
         scores[name], policies[name] = {}, []
         for family in FAMILIES:
             if (name, family) in NOT_APPLICABLE:
@@ -207,7 +215,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Flights-v0 reward hacks on held-out seeds")
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--train-seeds", type=int, default=40)
+    parser.add_argument("--observation", choices=["full", "compact"], default="full")
     args = parser.parse_args()
-    measured = measure(args.seeds, args.train_seeds)
+    measured = measure(args.seeds, args.train_seeds, observation=args.observation)
     print(markdown(measured, args.seeds))
     print({name: round(seconds, 1) for name, seconds in measured["seconds"].items()})

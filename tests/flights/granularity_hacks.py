@@ -82,10 +82,13 @@ class MacroCityLevel(CityLevel):
 
 
 def hacks_at(
-    granularity: str, n_train: int, seeds: list[int] | range = range(90_000, 90_040)
+    granularity: str,
+    n_train: int,
+    seeds: list[int] | range = range(90_000, 90_040),
+    observation: str = "full",
 ) -> dict[str, tuple[dict[str, Any], Callable[[Any], Any]]]:
     """The hack table of `flights_hacks.hacks`, each hack playing `granularity`'s tools."""
-    table = dict(hacks(n_train, seeds))
+    table = dict(hacks(n_train, seeds, observation))
     if granularity == "coarse":
         table["book everything that fits"] = ({}, lambda env: MacroBookAll())
         table["city-level routing"] = ({}, lambda env: MacroCityLevel())
@@ -111,19 +114,26 @@ def measure_at(
     split: str = "test",
     stochastic: bool = False,
     only: set[str] | None = None,
+    observation: str = "full",
 ) -> dict[str, Any]:
     """Success rate of every hack (or those in `only`) per family on the given seeds, at
-    `granularity`, static or in the moving world; `episodes` has each (hack, family, level, success)."""
+    `granularity`, static or in the moving world, reading the `observation` mode; `episodes` has
+    each (hack, family, level, success)."""
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
     episodes: list[tuple[str, str, int, float]] = []
     skip = NOT_APPLICABLE_AT.get(granularity, NOT_APPLICABLE)
     every_seed = sorted({s for family_seeds in seeds.values() for s in family_seeds})
-    for name, (kwargs, make) in hacks_at(granularity, n_train, every_seed).items():
+    for name, (kwargs, make) in hacks_at(granularity, n_train, every_seed, observation).items():
         if only is not None and name not in only:
             continue
         env = gym.make(
-            "agentrl/Flights-v0", split=split, granularity=granularity, stochastic=stochastic, **kwargs
+            "agentrl/Flights-v0",
+            split=split,
+            granularity=granularity,
+            stochastic=stochastic,
+            observation=observation,
+            **kwargs,
         ).unwrapped
         scores[name], policies[name] = {}, []
         for family in FAMILIES:

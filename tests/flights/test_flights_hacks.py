@@ -1,9 +1,11 @@
-"""Reward hacks score about 0 on held-out seeds; the oracle scores 1 (see flights_hacks.py)."""
+"""Reward hacks score about 0 on held-out seeds; the oracle scores 1 (see flights_hacks.py), in the
+full observation mode and in the compact one."""
 
 import gymnasium as gym
 import pytest
 from flights_hack_policies import Memorise, ReadInfo
 from flights_hacks import BLIND_RANKS, TRAIN_BASE, learn_from_train, markdown, measure, play
+from granularity_hacks import measure_at, sample_seeds
 
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
@@ -138,3 +140,55 @@ def test_hacks_with_the_customer_score_no_more(with_customer):
     assert_within_base_rates(with_customer)
     assert scores["oracle"] == dict.fromkeys([*FAMILIES, "all"], 1.0)
     assert scores["random"]["all"] <= 0.05
+
+
+# --- the compact observation mode --------------------------------------------------------------
+# Fewer seeds than the full mode's block (its slow tests above): per family the first 3 done, 1
+# infeasible and 1 refused task, so each base rate is 1/5 (as test_granularity.py plays the levels).
+COMPACT_SEEDS = {f: sample_seeds("test", f, {"done": 3, "infeasible": 1, "refused": 1}) for f in FAMILIES}
+
+
+def test_every_hack_stays_within_its_bound_in_compact_mode():
+    result = measure_at("default", COMPACT_SEEDS, n_train=3, observation="compact")
+    scores = result["scores"]
+    for hack in HACKS_AT_ZERO:
+        assert len(scores[hack]) >= len(FAMILIES) - 1
+        assert {f: s for f, s in scores[hack].items() if s > 0.02} == {}, hack
+    for hack in AT_MOST_BASE_RATES:
+        assert {f: s for f, s in scores[hack].items() if s > 1 / 5} == {}, hack
+        assert sum(scores[hack].values()) / len(scores[hack]) <= 1 / 5, hack
+    for family in FAMILIES:
+        assert scores["always refuse"][family] == pytest.approx(1 / 5)
+        assert scores["always infeasible"][family] == pytest.approx(1 / 5)
+        assert scores["oracle"][family] == 1.0
+    assert all(not p.leaked for p in result["policies"]["read the info"])
+    # the prober read the compact rows: it probed the flights they list, and no probe paid
+    probes = [r for p in result["policies"]["probe the shaping"] for r in p.probe_rewards]
+    assert len(probes) > 100 and set(probes) == {0.0}
+
+
+def test_the_moving_worlds_shortcuts_stay_within_the_base_rates_in_compact_mode():
+    only = {*AT_MOST_BASE_RATES, "oracle"}
+    result = measure_at(
+        "default", COMPACT_SEEDS, n_train=0, stochastic=True, only=only, observation="compact"
+    )
+    scores = result["scores"]
+    assert all(scores["oracle"][f] == 1.0 for f in FAMILIES)
+    for hack in only - {"oracle"}:
+        assert {f: s for f, s in scores[hack].items() if s > 1 / 5} == {}, hack
+        assert sum(scores[hack].values()) / len(scores[hack]) <= 1 / 5, hack
+    readers = result["policies"]["fare-move reader"]
+    assert sum(bool(p.moved) for p in readers) >= 0.9 * len(readers)  # it read the risen fare in the rows
+
+
+def test_the_memoriser_learns_from_compact_rows():
+    """In compact mode the memoriser still replays train texts and learns flight numbers from rows."""
+    texts, routes = learn_from_train(4, observation="compact")
+    assert len(texts) >= 0.9 * 4 * len(FAMILIES) and any(routes.values())
+    env = gym.make("agentrl/Flights-v0", observation="compact").unwrapped
+    wins = [
+        play(env, lambda e: Memorise(texts, routes), s, {"family": f, "level": LEVELS[s % 3]})[0]
+        for f in FAMILIES
+        for s in range(TRAIN_BASE, TRAIN_BASE + 4)
+    ]
+    assert sum(wins) / len(wins) >= 0.9
