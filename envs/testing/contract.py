@@ -145,6 +145,7 @@ class Contract:
         self.env_kwargs = dict(env_kwargs)
         self.envs = contextlib.ExitStack()
         self.reference: list[Episode] = []
+        self.first_env: Any = None  # the env that played the reference episodes
 
     def make(self) -> Any:
         env = gym.make(self.env_id, **self.env_kwargs).unwrapped
