@@ -12,7 +12,8 @@ different for different ones. A new env gets all of it from one line:
 This package is for tests: `import agentrl` never imports it (it pulls in the server and httpx).
 """
 
-from agentrl.testing.contract import PROMISES, ContractBroken, Play, Report, check_contract
-from agentrl.testing.plays import PLAYS, register
+from agentrl.testing.contract import PROMISES, ContractBroken, ContractUnavailable, Report, check_contract
+from agentrl.testing.plays import PLAYS, Play, register
 
-__all__ = ["PLAYS", "PROMISES", "ContractBroken", "Play", "Report", "check_contract", "register"]
+__all__ = ["PLAYS", "PROMISES", "ContractBroken", "ContractUnavailable", "Play", "Report", "check_contract",
+           "register"]

@@ -119,8 +119,9 @@ def compare(expected: Sequence[Step], got: Sequence[Step], how: str, first: int 
         raise Broken(f"{how}: {len(got) - 1} steps, not {len(expected) - 1}")
 
 
-def play(env: Any, seed: int, actions: Actions, max_steps: int) -> Episode:
-    """Reset with `seed`, then take the actions (at most `max_steps`) until the episode ends."""
+def play(env: Any, seed: int, actions: Actions | Sequence[Any], max_steps: int) -> Episode:
+    """Reset with `seed`, then take the actions (at most `max_steps`) until the episode ends; they
+    may be junk (not text) when a check means them to be."""
     observation, info = env.reset(seed=seed)
     steps, taken = [step_view(observation, 0.0, False, False, info)], []
     source = actions(env) if callable(actions) else actions

@@ -17,8 +17,7 @@ from support import unavailable
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.core import ToolEnv, tool
 from agentrl.registration import ENV_ENTRY_POINTS
-from agentrl.testing import PLAYS, ContractBroken, Play, check_contract, register
-from agentrl.testing.contract import ContractUnavailable
+from agentrl.testing import PLAYS, ContractBroken, ContractUnavailable, Play, check_contract, register
 from agentrl.testing.plays import call
 
 TAU_DATA = Path(__file__).parents[1] / "tau_airline" / "data"
