@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 from pydantic import BaseModel, Field
 from support import unavailable
@@ -63,7 +64,18 @@ ADD_2, ADD_3, TARGET = call("add", n=2), call("add", n=3), call("show_target")
 COUNTER = Play([ADD_2, ADD_3, call("finish")], same_state=([TARGET, ADD_2], [ADD_2, TARGET]),
                other_state=([ADD_2], [ADD_3]))
 
-register("test/Counter-v0", COUNTER, env=CounterEnv)  # the one line a new env needs
+
+@pytest.fixture
+def toy_ids():
+    """Remove the toy envs a test registers once it is done: a server of another test serves every
+    registered id, and must not meet them."""
+    before = dict(ENV_ENTRY_POINTS), dict(PLAYS), set(gym.registry)
+    yield
+    for env_id in set(gym.registry) - before[2]:
+        del gym.registry[env_id]
+    for now, then in zip((ENV_ENTRY_POINTS, PLAYS), before[:2], strict=True):
+        now.clear()
+        now.update(then)
 
 
 @pytest.mark.parametrize("env_id", sorted(PLAYS))
@@ -78,7 +90,14 @@ def test_every_registered_env_keeps_the_contract(env_id):
 
 def test_every_env_id_is_under_the_contract():
     assert set(ENV_ENTRY_POINTS) <= set(PLAYS), "an env registered without a Play: add its line to PLAYS"
+
+
+def test_a_new_env_needs_its_class_and_one_line(toy_ids):
+    register("test/Counter-v0", COUNTER, env=CounterEnv)  # the one line
     assert ENV_ENTRY_POINTS["test/Counter-v0"] == f"{CounterEnv.__module__}:CounterEnv"
+    report = check_contract("test/Counter-v0")
+    # each seed played to its end: add, add, finish (terminated)
+    assert [(len(episode.actions), episode.steps[-1][2]) for episode in report.episodes] == [(3, True)] * 3
 
 
 class NoisyEnv(CounterEnv):
@@ -133,7 +152,7 @@ class BlindEnv(CounterEnv):
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else "",
 )
-def test_an_env_that_breaks_a_promise_fails_the_contract_saying_which(env, broken, words):
+def test_an_env_that_breaks_a_promise_fails_the_contract_saying_which(env, broken, words, toy_ids):
     env_id = f"test/{env.__name__}-v0"
     register(env_id, COUNTER, env=env)
     with pytest.raises(ContractBroken) as caught:
