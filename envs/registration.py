@@ -66,3 +66,22 @@ def register_envs() -> None:
     for env_id in ENV_ENTRY_POINTS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=partial(make_env, env_id), disable_env_checker=False)
+
+
+def register_env(env_id: str, env_class: type[gym.Env] | str) -> None:
+    """Register an env defined outside this module under `env_id`: with Gymnasium, and as an id the
+    server serves (`agentrl serve` builds each id by its entry point). `env_class` is the class, or
+    its "module:Class"; either way the server finds it again by that import path, so a class must be
+    defined at the top level of an importable module."""
+    if isinstance(env_class, str):
+        entry_point = env_class
+    else:
+        if "<locals>" in env_class.__qualname__:
+            raise ValueError(f"{env_class.__qualname__} is defined inside a function: the server could not "
+                             "import it; define the env class at the top level of a module")
+        entry_point = f"{env_class.__module__}:{env_class.__qualname__}"
+    known = ENV_ENTRY_POINTS.get(env_id)
+    if known is not None and known != entry_point:
+        raise ValueError(f"{env_id} is already registered as {known}, not {entry_point}")
+    ENV_ENTRY_POINTS[env_id] = entry_point
+    register_envs()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.core import ToolEnv, ToolError, tool
+from agentrl.core.encoding import utf8_safe
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.tools import Tool
@@ -260,7 +261,7 @@ class TauAirlineEnv(ToolEnv):
             result = super()._act(action)
             self.agent_calls += [(c["name"], c["arguments"]) for c in self._step_calls if c.get("name")]
             return result
-        message = action.strip()
+        message = utf8_safe(action).strip()  # what the customer reads and the state keeps: valid text
         if not message:
             return StepResult("Empty message: write a message to the customer, or tool calls.", 0.0, False,
                               False, {"calls": [], "invalid_calls": 0})

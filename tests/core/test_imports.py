@@ -3,7 +3,8 @@
 The rules: no import loop at any level (sibling modules and packages import each other one way),
 the env core below each env below the server, the sandbox server and the retrievers standalone,
 agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
-server. `lint-imports` reads a package from its folder, so the test lays the package out as the
+server, the env contract (`agentrl.testing`) above the server and loaded by neither `import agentrl`
+nor the command line. `lint-imports` reads a package from its folder, so the test lays the package out as the
 wheel installs it (`package_layout.py`) and checks that.
 """
 
@@ -49,6 +50,9 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
         ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
         ({"client_steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
+        ({"server/app.py": "import agentrl.testing"}, "Dependencies flow one way"),
+        ({"registration.py": "def contract():\n    import agentrl.testing"}, "The env contract"),
+        ({"cli.py": "import agentrl.testing.contract"}, "The env contract"),
     ],
 )
 def test_a_new_import_against_the_rules_fails(tmp_path, added, broken):
