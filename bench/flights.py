@@ -10,7 +10,8 @@ The guard: a fixed step-shaped work (`measuring.FixedWork`) runs between the sam
 the same machine and load as they do; the step's, a new task's reset's and a cold world's CPU time,
 each divided by the fixed work's CPU time in the same phase of the run, are compared with the ratios
 recorded below (`RECORDED`). A ratio past `GUARD` times its recorded one (a hot path about twice as
-slow) ends the run with exit status 1 and the figure; CI runs the quick mode
+slow) is measured once more on worlds not seen yet, and past it again ends the run with exit status
+1 and the figure (a noisy sample passes the second time, a slower path does not); CI runs the quick mode
 (tests/bench/test_benches.py), so such a regression fails CI.
 
     python bench/flights.py                  # 1-day and 30-day schedules
@@ -66,10 +67,10 @@ GUARD_QUANTILE = 0.1
 
 
 def measure(
-    days: int, episodes: int, worlds: int, baseline_reps: int, work: FixedWork
+    days: int, episodes: int, worlds: int, baseline_reps: int, work: FixedWork, first_seed: int = 10_000
 ) -> dict[str, list[float] | float]:
     env = gym.make("agentrl/Flights-v0", days=days).unwrapped
-    seeds = [10_000 + s for s in range(min(worlds, WORLDS.maxsize))]
+    seeds = [first_seed + s for s in range(min(worlds, WORLDS.maxsize))]
     colds, news, cached, steps = [], [], [], []
     # the guard's CPU seconds: each guarded figure's, and the fixed work's while that figure was measured
     cpu: dict[str, list[float]] = {name: [] for name in RECORDED}
@@ -194,6 +195,13 @@ def main() -> None:
             guard_work = {name: pct(times, GUARD_QUANTILE) for name, times in r["phase_work"].items()}  # type: ignore[union-attr]
     console.print(table)
     failed = guard(console, guarded, guard_work)
+    if failed:  # a figure past its limit is measured once more, on worlds not seen yet: noise passes
+        console.print("[yellow]past the guard's limit; measuring the 1-day figures once more[/]")
+        again = measure(1, args.episodes, args.worlds, 1, work, first_seed=90_000)
+        retried = guard(console, {name: pct(times, GUARD_QUANTILE) for name, times in again["cpu"].items()},  # type: ignore[union-attr]
+                        {name: pct(times, GUARD_QUANTILE) for name, times in again["phase_work"].items()})  # type: ignore[union-attr]
+        still = {line.split(":")[0] for line in retried}
+        failed = [line for line in retried if line.split(":")[0] in {f.split(":")[0] for f in failed} & still]
     console.print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, {platform.system()} {platform.release()}"

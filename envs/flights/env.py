@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sqlalchemy import Row
 
-from agentrl.core import ToolEnv, ToolError, tool
+from agentrl.core import Tool, ToolEnv, ToolError, tool
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.flights.compact import OBSERVATIONS, compact_policy_text, compact_result, signatures
@@ -148,7 +148,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
             raise ValueError(f"observation must be one of {OBSERVATIONS}, not {observation!r}")
         self.observation_mode = observation
         if observation == "compact":  # the same tools, each answering through `__getattr__`
-            self.tools = {
+            self.tools: dict[str, Tool] = {
                 name: dataclasses.replace(spec, method=COMPACT_METHOD + spec.method)
                 for name, spec in type(self).tools.items()
             }

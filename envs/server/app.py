@@ -106,8 +106,9 @@ class GuardMiddleware:
                                                f"request body over the limit of {self.max_body} bytes")
                     return await response(scope, receive, send)
         key = client_key(scope["headers"])
-        # a server with no token at all is the machine's own: a caller with no client key operates it
-        if key is None and self.token is None and self.operator_token is None:
+        # a server with no token authenticates no one (loopback only): every caller operates it, and
+        # client keys, which only a token makes worth anything, are recorded but not enforced
+        if self.token is None and self.operator_token is None:
             operator = True
         reset = CALLER.set(Caller(key, operator))
         try:

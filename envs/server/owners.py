@@ -9,8 +9,9 @@ OpenEnv's client, the page's own play form) are reachable by every caller with t
 
 The operator is a request bearing the operator token (`--operator-token`, `AGENTRL_OPERATOR_TOKEN`):
 it reaches and lists every episode, as the page at /ui does when signed in with it. A server with no
-token at all (loopback only) takes every caller without a client key for the operator: whoever can
-reach it can read the process anyway.
+token at all (loopback only) authenticates no one and takes every caller for the operator: a key a
+caller asserts of itself protects nothing without a token, and whoever can reach such a server can
+read the process anyway. Isolation holds wherever a token does.
 
 The caller is set once per request or WebSocket by the guard (`GuardMiddleware`) in a context
 variable, which every task the request starts inherits; checking it costs a lookup and a compare.

@@ -252,8 +252,9 @@ def test_options_the_caller_changes_after_the_create_change_no_replay(cluster):
 
 
 def test_an_episode_closed_by_another_client_stays_closed(cluster):
-    """Closed through another connection to its holder: the owner's next call raises
-    `EpisodeEndedError` ("episode_closed") instead of silently making the episode again."""
+    """Closed through another connection to its holder (the cluster has no token, so any caller may):
+    the owner's next call raises `EpisodeEndedError` ("episode_closed") instead of silently making
+    the episode again."""
     cluster.ensure_up(2)
     with EnvClient(cluster.discovery) as client:
         made = client.create_episode(ECHO, seed=5)

@@ -102,3 +102,13 @@ def test_frames_on_another_clients_socket_reach_nothing(url):
             results = json.loads(ws.recv(timeout=30))["results"]
         assert [r["status"] for r in results] == [404, 404, 404, 404], results
         assert owner.step(eid, call("echo", text="still mine")).info["turn"] == 1
+
+
+def test_a_server_without_a_token_enforces_no_key():
+    """No token, no authentication (a loopback server): every caller operates it, so a client may
+    step an episode another client made, as on every open loopback server before keys."""
+    with serve_in_thread(ServerConfig(ui=False)) as open_url, EnvClient(open_url) as a, \
+            EnvClient(open_url) as b:
+        made = a.create_episode(ECHO, seed=8)
+        assert b.step(made.episode_id, call("echo", text="open")).info["turn"] == 1
+        assert made.episode_id in listed(open_url, **{CLIENT_KEY_HEADER: b.client_key})
