@@ -43,6 +43,16 @@ def test_gold_replay_scores_one(index):
 
 
 @pytest.mark.parametrize("index", range(N))
+def test_gold_replay_with_the_refusal_said_scores_one_under_strict_refusals(index):
+    """The grounding rule asks nothing the gold does not do: its own look-ups ground its refusal."""
+    actions = gold_actions(TASKS[index])
+    if not actions[-1].startswith("<tool_call>"):  # the closing message states the refusal
+        actions[-1] = f"I'm sorry, but I cannot do that. {actions[-1]}"
+    reward, info = play(actions, index, strict_refusals=True)
+    assert reward == 1.0, info.get("reward_info")
+
+
+@pytest.mark.parametrize("index", range(N))
 def test_doing_nothing_scores_zero_where_the_reference_would_not(index):
     reward, info = play(["Thank you for contacting us. Have a nice day."], index)
     # the reference pays do-nothing exactly on tasks with an unchanged database and no output
