@@ -37,6 +37,12 @@ REFUSAL_PHRASES = (
     "i am sorry, but",
 )
 _REFUSAL = re.compile("|".join(rf"\b{re.escape(p)}(?!\w)" for p in REFUSAL_PHRASES), re.IGNORECASE)
+# A message with more numbers than this says no required output: a reply that lists every number it
+# could mean (a "spray") is not an answer. A real answer names a few amounts, ids or counts.
+MAX_NUMBERS_PER_MESSAGE = 20
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# gold calls a refusal need not repeat to be grounded: free text (`think`) and arithmetic
+UNGROUNDING = frozenset({RESPOND, TRANSFER, "think", "calculate"})
 
 
 def new_desk(data: AirlineData, session: Any) -> d.Desk:
@@ -146,10 +152,14 @@ class TauAirlineEnv(ToolEnv):
     ignored), else 0. A τ²-bench task counts the parts its `reward_basis` names (DB, COMMUNICATE,
     and ACTION: every gold action matched by one of the agent's calls on its `compare_args`).
     With `strict_refusals=True`, a task whose gold leaves the database unchanged and asks for no
-    output (a refusal or hand-off task) also needs the refusal stated: a hand-off
-    (`transfer_to_human_agents`, required when the gold has one) or a message with a refusal phrase
-    (`REFUSAL_PHRASES`). Without it, an agent that only stalls earns 1 on such tasks, as in the
-    benchmark.
+    output (a refusal or hand-off task) also needs the refusal stated and grounded: where the gold
+    hands off, the hand-off (`transfer_to_human_agents`); elsewhere a message with a refusal phrase
+    (`REFUSAL_PHRASES`) and no hand-off; either way after the look-ups the gold makes (each of its
+    calls but `think`, `calculate` and the hand-off, made by the agent with the same arguments and
+    answered without error). Without it, an agent that only stalls earns 1 on such tasks, as in the
+    benchmark; with it, a blind apology, a hand-off at once or a refusal of a task that needed none
+    earns nothing. Always: a message with more than `MAX_NUMBERS_PER_MESSAGE` numbers says no
+    required output (the benchmark's substring rule would pay a message listing every number).
     """
 
     default_max_turns = 30
@@ -237,6 +247,8 @@ class TauAirlineEnv(ToolEnv):
         self.desk = new_desk(self.data, self._db.session)
         self.user = self._make_user(options)
         self.agent_calls: list[tuple[str, Any]] = []
+        self.looked_up: list[tuple[str, Any]] = []  # the calls answered without error (a grounding)
+        self._calling = False
         self.said: list[str] = []
         self._changed: dict[str, dict[str, Any]] = {}  # every row changed so far, as it is now
         self.transferred = False
@@ -258,8 +270,13 @@ class TauAirlineEnv(ToolEnv):
 
     def _act(self, action: str) -> StepResult:
         if parse_tool_calls(action, self.max_calls_per_turn):
-            result = super()._act(action)
+            self._calling = True  # a hand-off ends the episode inside: its reward sees this step's calls
+            try:
+                result = super()._act(action)
+            finally:
+                self._calling = False
             self.agent_calls += [(c["name"], c["arguments"]) for c in self._step_calls if c.get("name")]
+            self.looked_up += [(c["name"], c["arguments"]) for c in self._step_calls if c.get("ok")]
             return result
         message = utf8_safe(action).strip()  # what the customer reads and the state keeps: valid text
         if not message:
@@ -286,22 +303,31 @@ class TauAirlineEnv(ToolEnv):
         assert self._db is not None and self.data is not None, "a reward of an episode that was reset"
         state = state_key(self._db.session)
         gold = gold_state(self.data, self.task)
-        flat = [m.lower().replace(",", "") for m in self.said]
+        flat = [m.lower().replace(",", "") for m in self.said
+                if len(_NUMBER.findall(m)) <= MAX_NUMBERS_PER_MESSAGE]
         outputs = {o: any(o.lower() in m for m in flat) for o in self.task.outputs}
         info: dict[str, Any] = {"r_actions": state == gold, "outputs": outputs}
         basis = self.task.reward_basis
         reward = float((info["r_actions"] or "DB" not in basis)
                        and (all(outputs.values()) or "COMMUNICATE" not in basis))
+        now = self._step_calls if self._calling else []  # the calls of the step still running
+        agent_calls = self.agent_calls + [(c["name"], c["arguments"]) for c in now if c.get("name")]
+        looked_up = self.looked_up + [(c["name"], c["arguments"]) for c in now if c.get("ok")]
         if "ACTION" in basis:
-            matched = [any(self._matches(action, name, args) for name, args in self.agent_calls)
+            matched = [any(self._matches(action, name, args) for name, args in agent_calls)
                        for action in self.task.actions]
             info["actions_matched"] = matched
             reward *= float(all(matched))
         if self.strict_refusals and not self.task.outputs and gold == initial_state(self.data):
             needs_transfer = any(a.name == TRANSFER for a in self.task.actions)
-            stated = self.transferred or (not needs_transfer and any(_REFUSAL.search(m) for m in self.said))
-            info["refusal_stated"] = stated
-            reward *= float(stated)
+            if needs_transfer:
+                stated = self.transferred
+            else:
+                stated = not self.transferred and any(_REFUSAL.search(m) for m in self.said)
+            grounded = all(any(self._matches(action, name, args) for name, args in looked_up)
+                           for action in self.task.actions if action.name not in UNGROUNDING)
+            info["refusal_stated"], info["refusal_grounded"] = stated, grounded
+            reward *= float(stated and grounded)
         self.reward_info = info
         return reward
 
