@@ -146,6 +146,9 @@ class Router:
         if not choices:
             yield from self._refresh(force=True)
             choices = [name for name in self.map if self._usable(name)]
+        if not choices:  # every holder was lost lately: the one lost longest ago that the map calls up
+            up = [name for name, info in self.map.items() if info.state == "up"]
+            choices = [min(up, key=lambda n: self.lost_at.get(n, 0.0))] if up else []
         if not choices:
             states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
             raise ShuttingDownError(503, "no_holder", f"no holder of {self.discovery_url} takes new "
