@@ -199,7 +199,8 @@ async def _back(http: httpx.AsyncClient, url: str, victim: dict[str, Any]) -> No
         await asyncio.sleep(0.05)
 
 
-async def _chaos(url: str, episodes: int, concurrency: int, every_s: float, seed: int) -> tuple[list[Episode], Run, Any]:
+async def _chaos(url: str, episodes: int, concurrency: int, every_s: float,
+                 seed: int) -> tuple[list[Episode], Run, Any]:
     run = Run()
     client = AsyncEnvClient(url)
     gate = asyncio.Semaphore(concurrency)
@@ -280,7 +281,8 @@ def main() -> int:
           f"episodes that moved holder: {moved}")
     print(f"episodes lost: {len(lost)}; divergent: {len(divergent)}")
     print(f"step latency ms, away from kills: p50 {_p(calm, 50)} p99 {_p(calm, 99)} ({len(calm)} steps); "
-          f"in flight at a kill or begun {RECOVERY_S:.0f} s after: p50 {_p(recovering, 50)} p99 {_p(recovering, 99)} "
+          f"in flight at a kill or begun {RECOVERY_S:.0f} s after: p50 {_p(recovering, 50)} "
+          f"p99 {_p(recovering, 99)} "
           f"({len(recovering)} steps)")
     served = [s * 1e3 for s in first_served]
     print(f"kill to the first step served again to the killed holder's episodes, ms: median "
@@ -293,7 +295,8 @@ def main() -> int:
     if lost or divergent:
         return 1
     if len(run.kills) < (1 if args.quick else MIN_KILLS):
-        print(f"only {len(run.kills)} kills landed (at least {MIN_KILLS} wanted): run longer or kill more often")
+        print(f"only {len(run.kills)} kills landed (at least {MIN_KILLS} wanted): "
+              "run longer or kill more often")
         return 1
     return 0
 
