@@ -139,8 +139,9 @@ class Router:
         return (info is not None and info.state == "up"
                 and (lost is None or time.monotonic() - lost > LOST_GRACE_S))
 
-    def _pick(self) -> Generator[Request, Outcome, str]:
-        """The usable holder with the fewest of this client's live episodes."""
+    def _pick(self, tried: frozenset[str] = frozenset()) -> Generator[Request, Outcome, str]:
+        """The usable holder with the fewest of this client's live episodes; where every holder was
+        lost lately, one the map calls up, not one of `tried` (this call's failed tries) if it can."""
         yield from self._refresh()
         choices = [name for name in self.map if self._usable(name)]
         if not choices:
@@ -148,6 +149,7 @@ class Router:
             choices = [name for name in self.map if self._usable(name)]
         if not choices:  # every holder was lost lately: the one lost longest ago that the map calls up
             up = [name for name, info in self.map.items() if info.state == "up"]
+            up = [name for name in up if name not in tried] or up
             choices = [min(up, key=lambda n: self.lost_at.get(n, 0.0))] if up else []
         if not choices:
             states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
@@ -206,8 +208,10 @@ class Router:
             body["seed"] = secrets.randbelow(SEED_MAX)
         call = dataclasses.replace(call, body=body)
         lost: BaseException = RuntimeError("no holder was tried")  # replaced: MAX_REPLAY_TRIES >= 1
+        tried: frozenset[str] = frozenset()
         for _ in range(MAX_REPLAY_TRIES):
-            name = yield from self._pick()
+            name = yield from self._pick(tried)
+            tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
             got = yield self._url(name), call
             if isinstance(got, BaseException):
@@ -286,8 +290,10 @@ class Router:
         """Re-create the episode on a usable holder from its recipe, checking every answer."""
         started = time.perf_counter()
         old_holder = recipe.holder
+        tried: frozenset[str] = frozenset({old_holder})
         for _ in range(MAX_REPLAY_TRIES):
-            name = yield from self._pick()
+            name = yield from self._pick(tried)
+            tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1
             try:
                 replayed = yield from self._replay_on(name, episode_id, recipe)
