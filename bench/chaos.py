@@ -279,7 +279,9 @@ def main() -> int:
     print(f"kills: {len(run.kills)}; holders added after restarts ran out: {run.added}")
     print(f"replays: {stats.episodes} ({stats.steps} steps replayed, {stats.seconds:.1f} s); "
           f"episodes that moved holder: {moved}")
-    print(f"episodes lost: {len(lost)}; divergent: {len(divergent)}")
+    unborn = sum(not e.observations for e in lost)  # the create raised: the caller never had the episode
+    print(f"episodes lost: {len(lost)} ({unborn} whose create raised, {len(lost) - unborn} live); "
+          f"divergent: {len(divergent)}")
     print(f"step latency ms, away from kills: p50 {_p(calm, 50)} p99 {_p(calm, 99)} ({len(calm)} steps); "
           f"in flight at a kill or begun {RECOVERY_S:.0f} s after: p50 {_p(recovering, 50)} "
           f"p99 {_p(recovering, 99)} "
