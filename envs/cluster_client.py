@@ -158,7 +158,11 @@ class Router:
         return min(choices, key=lambda n: (self.own.get(n, 0), self.map[n].live_episodes))
 
     def _lose(self, name: str) -> None:
-        self.lost_at[name] = time.monotonic()
+        """`name` failed a call: it takes nothing for `LOST_GRACE_S`, and the map is read again at the
+        next pick that `MIN_REFRESH_S` allows (the holder may be down for good, or others added)."""
+        now = time.monotonic()
+        self.lost_at[name] = now
+        self.read_at = min(self.read_at, now - REFRESH_S + MIN_REFRESH_S)
 
     def _url(self, name: str) -> str:
         return self.map[name].url
