@@ -155,13 +155,18 @@ class Router:
         return (info is not None and info.state == "up"
                 and (lost is None or time.monotonic() - lost > LOST_GRACE_S))
 
-    def _pick(self) -> Generator[Request, Outcome, str]:
-        """The usable holder with the fewest of this client's live episodes."""
+    def _pick(self, tried: frozenset[str] = frozenset()) -> Generator[Request, Outcome, str]:
+        """The usable holder with the fewest of this client's live episodes; where every holder was
+        lost lately, one the map calls up, not one of `tried` (this call's failed tries) if it can."""
         yield from self._refresh()
         choices = [name for name in self.map if self._usable(name)]
         if not choices:
             yield from self._refresh(force=True)
             choices = [name for name in self.map if self._usable(name)]
+        if not choices:  # every holder was lost lately: the one lost longest ago that the map calls up
+            up = [name for name, info in self.map.items() if info.state == "up"]
+            up = [name for name in up if name not in tried] or up
+            choices = [min(up, key=lambda n: self.lost_at.get(n, 0.0))] if up else []
         if not choices:
             states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
             raise ShuttingDownError(503, "no_holder", f"no holder of {self.discovery_url} takes new "
@@ -169,7 +174,11 @@ class Router:
         return min(choices, key=lambda n: (self.own.get(n, 0), self.map[n].live_episodes))
 
     def _lose(self, name: str) -> None:
-        self.lost_at[name] = time.monotonic()
+        """`name` failed a call: it takes nothing for `LOST_GRACE_S`, and the map is read again at the
+        next pick that `MIN_REFRESH_S` allows (the holder may be down for good, or others added)."""
+        now = time.monotonic()
+        self.lost_at[name] = now
+        self.read_at = min(self.read_at, now - REFRESH_S + MIN_REFRESH_S)
 
     def _url(self, name: str) -> str:
         return self.map[name].url
@@ -219,8 +228,10 @@ class Router:
             body["seed"] = secrets.randbelow(SEED_MAX)
         call = dataclasses.replace(call, body=body)
         lost: BaseException = RuntimeError("no holder was tried")  # replaced: MAX_REPLAY_TRIES >= 1
+        tried: frozenset[str] = frozenset()
         for _ in range(MAX_REPLAY_TRIES):
-            name = yield from self._pick()
+            name = yield from self._pick(tried)
+            tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
             got = yield self._url(name), call
             if isinstance(got, BaseException):
@@ -304,8 +315,10 @@ class Router:
         """Re-create the episode on a usable holder from its recipe, checking every answer."""
         started = time.perf_counter()
         old_holder = recipe.holder
+        tried: frozenset[str] = frozenset({old_holder})
         for _ in range(MAX_REPLAY_TRIES):
-            name = yield from self._pick()
+            name = yield from self._pick(tried)
+            tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1
             try:
                 replayed = yield from self._replay_on(name, episode_id, recipe)
