@@ -294,7 +294,12 @@ def main() -> int:
         print(f"lost {e.env_id} seed {e.seed}: {e.lost}")
     for e, why in divergent[:5]:
         print(f"divergent {e.env_id} seed {e.seed} (holders {sorted(e.holders)}): {why}")
-    if lost or divergent:
+    # a create that raised lost nothing the caller had (it got the error); CI's quick mode, on a loaded
+    # machine, tolerates a few of those, and never a live episode lost or an answer that differs
+    allowed = len(got) // 20 if args.quick else 0
+    if len(lost) - unborn or divergent or unborn > allowed:
+        if unborn > allowed:
+            print(f"creates that raised: {unborn}, more than the {allowed} allowed")
         return 1
     if len(run.kills) < (1 if args.quick else MIN_KILLS):
         print(f"only {len(run.kills)} kills landed (at least {MIN_KILLS} wanted): "

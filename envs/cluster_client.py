@@ -378,7 +378,7 @@ class Router:
         self._forget(episode_id)
         fields = ", ".join(name for name, a, b in zip(DIGEST_FIELDS, got, want, strict=True) if a != b)
         raise EpisodeLostError(episode_id, f"replayed on another server, {what} of {recipe.env_id} answered "
-                               f"a different {fields} (its world is not deterministic: see fork_divergence)")
+                               f"differently ({fields}; its world is not deterministic: see fork_divergence)")
 
 
 # A `/v1/ws` frame item's `op` (none for a step), as `route` names the call it stands for.
