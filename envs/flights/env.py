@@ -6,6 +6,9 @@ policy and the customer's request; the agent ends with `finish(outcome=...)`, an
 the verifier's judgement of that outcome and of the final database (see `verify.py`). Stochastic
 options make the world move while the agent works: other customers buy seats, the service is
 sometimes busy, and a fare may rise between search and booking.
+
+Past 500 lines on purpose: the tools are the env's spec and read best side by side in one class;
+what is not a tool already lives apart (queries, episode database, compact mode, customer, oracle).
 """
 
 from __future__ import annotations

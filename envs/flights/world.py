@@ -12,6 +12,9 @@ pairs had. It is generated once into plain
 rows, loaded into an in-memory SQLite *template* with raw `executemany`, and kept in an LRU
 cache; every episode then gets its own in-memory database as a page copy, no SQL replayed:
 `deserialize` of the template's image where Python has it (3.11+), SQLite's backup API elsewhere.
+
+Past 500 lines on purpose: generation and the template load share one row layout, kept in one
+place so that a change to a table changes both.
 """
 
 from __future__ import annotations

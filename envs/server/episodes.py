@@ -1,5 +1,8 @@
 """The episode registry: every live episode, its env instance, its lock and its lifetime.
 
+Past 500 lines for now: create, reset, step and close each have an inline body and a task body;
+one body per operation, run either way by one runner, would bring it well under.
+
 Env code is blocking, so it runs off the event loop's own work (see `dispatch.py`); an
 `asyncio.Lock` per episode keeps one episode's steps in order while different episodes step at
 the same time. Results are encoded to JSON where the step ran (`agentrl.protocol.encode_step`),
