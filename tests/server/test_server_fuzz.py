@@ -61,7 +61,7 @@ def test_openapi_operations_never_answer_5xx(echo_only_url):
 def test_the_openapi_document_tells_the_truth_to_schemathesis_with_every_check(echo_only_url, tmp_path):
     # what is dropped, and why, is in openapi_hooks.py next to this file
     report = check_conformance(echo_only_url, hooks=Path(__file__).with_name("openapi_hooks.py"),
-                               cwd=tmp_path, max_examples=25)
+                               cwd=tmp_path, max_examples=40)
     assert cases_run(report) >= 500, report[-3000:]
 
 
