@@ -32,7 +32,7 @@ ExecMode = Literal["session", "oneshot"]
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Request models are strict (a lax float takes "1.5", a lax bool "yes"), their integers `WholeNumber`s,
 # and the JSON Schema patterns below say what the validators check: the OpenAPI document is the truth.
-STRICT = ConfigDict(extra="forbid", strict=True)
+
 # a file path as `paths.check_path` takes it: relative, no NUL, no `..` component (its byte lengths are
 # checked there: JSON Schema counts characters)
 _PART = r"(?:[^/\u0000.][^/\u0000]*|\.|\.[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+)"
@@ -67,7 +67,7 @@ def _env_schema(schema: dict[str, Any]) -> None:
 class SandboxSpec(BaseModel):
     """Resources and lifetime of one sandbox; every field has a safe default."""
 
-    model_config = ConfigDict(**STRICT, json_schema_extra=_env_schema)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_env_schema)
 
     image: str | None = Field(default=None, description="Docker image; default: the agentrl sandbox image")
     cpus: float = Field(default=1.0, ge=0.01, le=1024)
@@ -153,7 +153,7 @@ class ExecOptions(BaseModel):
     `stdin_b64`, so every byte sequence reaches the command as it was given, in-process or not.
     """
 
-    model_config = ConfigDict(**STRICT, json_schema_extra=_stdin_b64_schema)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_stdin_b64_schema)
 
     timeout_s: float = Field(
         default=30.0, gt=0, le=86400, description="the command is killed after this long"

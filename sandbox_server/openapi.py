@@ -14,7 +14,7 @@ nothing of the rest of agentrl, so the shared piece lives here, free of FastAPI)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BeforeValidator
@@ -31,7 +31,7 @@ WholeNumber = BeforeValidator(_whole_float_as_int)
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE")
 
 
-def allowed_methods(routes: Iterable[Any], scope: dict[str, Any]) -> str:
+def allowed_methods(routes: Iterable[Any], scope: Mapping[str, Any]) -> str:
     """The `Allow` header of a 405: every method some route (an included router's too) takes on the
     request's path, asked of the routes themselves, as the router would match them."""
     from starlette.routing import Match  # here: the protocol imports this module and no web framework
