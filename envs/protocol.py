@@ -25,10 +25,11 @@ import math
 from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag
 
 from agentrl.core.base import EpisodeOverError as LocalEpisodeOverError
 from agentrl.core.results import StepResult
+from agentrl.sandbox_server.openapi import WholeNumber
 
 API_PREFIX = "/v1"
 MUX_PATH = f"{API_PREFIX}/ws"
@@ -91,6 +92,9 @@ def check_finite(value: Any) -> Any:
     return value
 
 
+# a seed as the schema says it: an integer (`3` or `3.0`), never `false` or `"3"`
+Seed = Annotated[int, Strict(), Field(ge=0, le=SEED_MAX), WholeNumber]
+
 # a free-form JSON object handed on to an env: any JSON value inside, but only finite numbers
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_finite)]
 
@@ -122,7 +126,7 @@ class EnvList(BaseModel):
 
 class CreateEpisode(_Model):
     env_id: str = Field(min_length=1, max_length=200, examples=["agentrl/Echo-v0"])
-    seed: int | None = Field(None, ge=0, le=SEED_MAX)
+    seed: Seed | None = None
     options: JsonObject | None = Field(None, description="Passed to env.reset(options=...).")
     env_kwargs: JsonObject | None = Field(None, description="Passed to the env's constructor.")
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
@@ -133,7 +137,7 @@ class CreateEpisode(_Model):
 
 
 class ResetEpisode(_Model):
-    seed: int | None = Field(None, ge=0, le=SEED_MAX)
+    seed: Seed | None = None
     options: JsonObject | None = None
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
                                    description="A retried reset with the same id answers the same reset.")
@@ -147,7 +151,8 @@ class EpisodeCreated(BaseModel):
 
 
 class ForkEpisode(_Model):
-    n: int = Field(1, ge=1, le=MAX_FORKS, description="How many forks: all are made, or none.")
+    n: Annotated[int, Strict(), Field(ge=1, le=MAX_FORKS), WholeNumber] = Field(
+        1, description="How many forks: all are made, or none.")
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID_CHARS,
                                    description="A retried fork with the same id returns the same forks.")
 

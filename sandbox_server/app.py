@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentrl.sandbox_server import routes
 from agentrl.sandbox_server.admission import Admission
@@ -19,6 +20,7 @@ from agentrl.sandbox_server.backend import Backend
 from agentrl.sandbox_server.errors import SandboxError
 from agentrl.sandbox_server.limits import BodyLimit
 from agentrl.sandbox_server.models import ErrorResponse
+from agentrl.sandbox_server.openapi import allowed_methods
 from agentrl.sandbox_server.server_state import ServerState
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -92,10 +94,13 @@ def create_app(
     async def _not_found(request: Request, exc: FileNotFoundError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "kind": "file_not_found"}, 404)
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's (404, 405)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {401: "unauthorized", 404: "not_found"}.get(exc.status_code, "http_error")
-        return JSONResponse({"detail": str(exc.detail), "kind": kind}, exc.status_code, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:  # every method of the path, not only the route Starlette tried
+            headers = {**(headers or {}), "Allow": allowed_methods(app.router.routes, request.scope)}
+        return JSONResponse({"detail": str(exc.detail), "kind": kind}, exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
     ValidationError,
     field_serializer,
     field_validator,
@@ -21,6 +22,7 @@ from pydantic import (
 
 from agentrl.sandbox_server.errors import InvalidRequest
 from agentrl.sandbox_server.languages import LANGUAGES
+from agentrl.sandbox_server.openapi import WholeNumber
 
 DEFAULT_IMAGE = "agentrl-sandbox:latest"
 WORKDIR = "/workspace"
@@ -28,6 +30,22 @@ WORKDIR = "/workspace"
 ExecStatus = Literal["ok", "error", "timeout", "oom", "killed"]
 ExecMode = Literal["session", "oneshot"]
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Request models are strict (a lax float takes "1.5", a lax bool "yes"), their integers `WholeNumber`s,
+# and the JSON Schema patterns below say what the validators check: the OpenAPI document is the truth.
+
+# a file path as `paths.check_path` takes it: relative, no NUL, no `..` component (its byte lengths are
+# checked there: JSON Schema counts characters)
+_PART = r"(?:[^/\u0000.][^/\u0000]*|\.|\.[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+)"
+PATH_PATTERN = rf"^{_PART}(?:/{_PART}?)*$"
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+# a known language's name in any letter case, as `known_language` takes it
+LANGUAGE_PATTERN = "^(?:" + "|".join(
+    "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in name) for name in LANGUAGES
+) + ")$"
+# the pattern only in the schema: `known_language` refuses with a message that names the known ones
+Language = Annotated[
+    str, Field(description=f"one of {', '.join(LANGUAGES)}", json_schema_extra={"pattern": LANGUAGE_PATTERN})
+]
 
 
 def known_language(name: str) -> str:
@@ -37,19 +55,30 @@ def known_language(name: str) -> str:
     return name
 
 
+def _env_schema(schema: dict[str, Any]) -> None:
+    """`env`'s names and values as `SandboxSpec._env` checks them (but the 1 MiB in all)."""
+    schema["properties"]["env"].update(
+        maxProperties=1024,
+        propertyNames={"pattern": f"^{ENV_NAME.pattern}$", "maxLength": 256},
+        additionalProperties={"type": "string", "pattern": "^[^\\u0000]*$"},
+    )
+
+
 class SandboxSpec(BaseModel):
     """Resources and lifetime of one sandbox; every field has a safe default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_env_schema)
 
     image: str | None = Field(default=None, description="Docker image; default: the agentrl sandbox image")
     cpus: float = Field(default=1.0, ge=0.01, le=1024)
-    memory_mb: int = Field(default=1024, ge=32, le=262144, description="RAM limit; no swap")
-    pids: int = Field(
-        default=256, ge=16, le=65536, description="most processes at once (fork bombs stop here)"
+    memory_mb: Annotated[int, Strict(), Field(ge=32, le=262144), WholeNumber] = Field(
+        default=1024, description="RAM limit; no swap"
     )
-    disk_mb: int = Field(
-        default=1024, ge=1, le=262144, description="size of the writable /workspace (tmpfs, in RAM)"
+    pids: Annotated[int, Strict(), Field(ge=16, le=65536), WholeNumber] = Field(
+        default=256, description="most processes at once (fork bombs stop here)"
+    )
+    disk_mb: Annotated[int, Strict(), Field(ge=1, le=262144), WholeNumber] = Field(
+        default=1024, description="size of the writable /workspace (tmpfs, in RAM)"
     )
     ttl_s: float = Field(default=3600.0, gt=0, le=7 * 86400, description="hard lifetime")
     idle_ttl_s: float = Field(default=600.0, gt=0, le=7 * 86400, description="lifetime without a call")
@@ -69,7 +98,17 @@ class SandboxSpec(BaseModel):
         return env
 
 
+def _create_schema(schema: dict[str, Any]) -> None:
+    _env_schema(schema)
+    schema["properties"]["files"].update(
+        propertyNames={"pattern": PATH_PATTERN},
+        additionalProperties={"type": "string", "pattern": BASE64_PATTERN},
+    )
+
+
 class CreateSandboxRequest(SandboxSpec):
+    model_config = ConfigDict(json_schema_extra=_create_schema)
+
     files: dict[str, str] = Field(
         default_factory=dict, description="initial files: path (relative to /workspace) -> base64 content"
     )
@@ -92,7 +131,17 @@ MAX_STDIN = 64 << 20
 
 
 def _stdin_b64_schema(schema: dict[str, Any]) -> None:
-    schema["properties"]["stdin_b64"] = {"type": "string", "description": "stdin as base64 (bytes)"}
+    """In JSON, `stdin` is text (bytes travel as base64 in `stdin_b64`), never both."""
+    schema["properties"]["stdin"] = {
+        "anyOf": [{"type": "string"}, {"type": "null"}],
+        "description": schema["properties"]["stdin"]["description"],
+    }
+    schema["properties"]["stdin_b64"] = {
+        "anyOf": [{"type": "string", "pattern": BASE64_PATTERN}, {"type": "null"}],
+        "description": "stdin as base64 (bytes); not with `stdin`",
+    }
+    schema["not"] = {"required": ["stdin", "stdin_b64"],
+                     "properties": {"stdin": {"type": "string"}, "stdin_b64": {"type": "string"}}}
 
 
 class ExecOptions(BaseModel):
@@ -104,7 +153,7 @@ class ExecOptions(BaseModel):
     `stdin_b64`, so every byte sequence reaches the command as it was given, in-process or not.
     """
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_stdin_b64_schema)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_stdin_b64_schema)
 
     timeout_s: float = Field(
         default=30.0, gt=0, le=86400, description="the command is killed after this long"
@@ -119,7 +168,9 @@ class ExecOptions(BaseModel):
     mode: ExecMode = Field(
         default="session", description="session: the sandbox's persistent shell; oneshot: a fresh one"
     )
-    max_output_bytes: int = Field(default=65536, ge=2, le=64 << 20, description="head + tail kept per stream")
+    max_output_bytes: Annotated[int, Strict(), Field(ge=2, le=64 << 20), WholeNumber] = Field(
+        default=65536, description="head + tail kept per stream"
+    )
     keep_alive: bool = Field(
         default=False, description="processes the command leaves running survive it (default: all are killed)"
     )
@@ -202,12 +253,22 @@ def spec_changes(image: str | None, changes: SpecArgs) -> dict[str, Any]:
     return {k: v for k, v in {"image": image, **changes}.items() if v is not None}
 
 
+def _exec_schema(schema: dict[str, Any]) -> None:
+    _stdin_b64_schema(schema)
+    # exactly one of them a string (`_one_of`)
+    schema["oneOf"] = [
+        {"required": [name], "properties": {name: {"type": "string"}}} for name in ("command", "code")
+    ]
+
+
 class ExecRequest(ExecOptions):
     """The body of POST .../exec: either `command` (bash) or `code` + `language`, and `ExecOptions`."""
 
+    model_config = ConfigDict(json_schema_extra=_exec_schema)
+
     command: str | None = Field(default=None, max_length=1 << 20)
     code: str | None = Field(default=None, max_length=16 << 20)
-    language: str = "python"
+    language: Language = "python"
 
     _language = field_validator("language")(known_language)
 
@@ -252,15 +313,19 @@ class ErrorResponse(BaseModel):
 class RunCodeRequest(BaseModel):
     """SandboxFusion's request; unknown fields are ignored so newer clients keep working."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     code: str = Field(max_length=16 << 20)
-    language: str = "python"
+    language: Language = "python"
     compile_timeout: float = Field(default=10, ge=0, le=86400)
     run_timeout: float = Field(default=10, ge=0, le=86400)
-    memory_limit_MB: int = Field(default=-1, ge=-1, le=262144, description="-1 or under 32: the default")
+    memory_limit_MB: Annotated[int, Strict(), Field(ge=-1, le=262144), WholeNumber] = Field(
+        default=-1, description="-1 or under 32: the default"
+    )
     stdin: str | None = None
-    files: dict[str, str | None] = Field(default_factory=dict)
+    files: dict[str, str | None] = Field(
+        default_factory=dict, description="path -> base64 content (else the answer is a SandboxError)"
+    )
     fetch_files: list[str] = Field(default_factory=list)
 
     _language = field_validator("language")(known_language)

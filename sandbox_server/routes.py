@@ -21,6 +21,7 @@ from agentrl.sandbox_server.admission import LIGHT_BYTES, HeldResponse
 from agentrl.sandbox_server.errors import Forbidden, SandboxError
 from agentrl.sandbox_server.models import (
     DEFAULT_IMAGE,
+    PATH_PATTERN,
     CreateSandboxRequest,
     ExecRequest,
     ExecResult,
@@ -29,11 +30,17 @@ from agentrl.sandbox_server.models import (
     SandboxInfo,
     SandboxSpec,
 )
+from agentrl.sandbox_server.paths import MAX_PATH_BYTES
 from agentrl.sandbox_server.run_code import b64decode
 from agentrl.sandbox_server.sandbox import CHUNK, AgentSandbox
 from agentrl.sandbox_server.server_state import ServerState, big_body, in_thread
 
-FilePath = Annotated[str, Query(min_length=1, max_length=4096, description="relative to /workspace")]
+# the pattern is the schema's word for what `paths.check_path` refuses, with its own clear message
+FilePath = Annotated[
+    str,
+    Query(min_length=1, max_length=MAX_PATH_BYTES, description="relative to /workspace",
+          json_schema_extra={"pattern": PATH_PATTERN}),
+]
 
 
 async def server_state(request: Request) -> ServerState:
@@ -51,9 +58,19 @@ Tenant = Annotated[str, Depends(tenant_of)]
 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI request body of an endpoint that reads its body itself (once it has its turn)."""
+    """The OpenAPI request body of an endpoint that reads its body itself (once it has its turn), and
+    the 422 it answers when the body is not one (`Admission.read`, as FastAPI would answer it)."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+    invalid = {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}}
+    return {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        "responses": {"422": {"description": "Validation Error", "content": invalid}},
+    }
+
+
+# the body of an upload, streamed: any bytes (a tar archive with `archive=true`)
+BYTES = {"schema": {"type": "string", "format": "binary"}}
+UPLOAD_BODY = {"requestBody": {"content": {"application/octet-stream": BYTES}}}
 
 
 # -- sessions: create, list, get, delete ---------------------------------------------------------------
@@ -160,7 +177,7 @@ async def run_code(request: Request, server: State, tenant: Tenant) -> Response:
 files = APIRouter(prefix="/v1/sandboxes/{sandbox_id}/files", tags=["files"])
 
 
-@files.put("", status_code=204)
+@files.put("", status_code=204, openapi_extra=UPLOAD_BODY)
 async def put_file(
     sandbox_id: str,
     path: FilePath,

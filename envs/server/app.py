@@ -48,6 +48,7 @@ from agentrl.protocol import (
     encode_results,
 )
 from agentrl.registration import load_env_class
+from agentrl.sandbox_server.openapi import allowed_methods
 from agentrl.server import collector, mux, openenv_ws
 from agentrl.server.answers import ApiError
 from agentrl.server.calls import FrameCalls
@@ -288,7 +289,10 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = ErrorCode.NOT_FOUND if exc.status_code == 404 else ErrorCode.INVALID_REQUEST
-        return _error_response(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # every method of the path, not only the route Starlette tried
+            headers = {**(headers or {}), "Allow": allowed_methods(app.router.routes, request.scope)}
+        return _error_response(exc.status_code, code, str(exc.detail), headers)
 
     # --- service -----------------------------------------------------------------------------
     @app.get("/health", response_model=Health)

@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
+from openapi_conformance import cases_run, check_conformance
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
@@ -54,6 +56,27 @@ def test_openapi_operations_never_answer_5xx(echo_only_url):
             fuzz_operation(operation, mode)
         except Unsatisfiable:
             assert mode is GenerationMode.NEGATIVE  # an operation without inputs has no invalid input
+
+
+def test_the_openapi_document_tells_the_truth_to_schemathesis_with_every_check(echo_only_url, tmp_path):
+    # what is dropped, and why, is in openapi_hooks.py next to this file
+    report = check_conformance(echo_only_url, hooks=Path(__file__).with_name("openapi_hooks.py"),
+                               cwd=tmp_path, max_examples=40)
+    assert cases_run(report) >= 500, report[-3000:]
+
+
+def test_integers_are_json_schema_integers_and_a_405_names_every_method_of_its_path(echo_only_url):
+    with httpx.Client(base_url=echo_only_url) as http:
+        eid = http.post("/v1/episodes", json={"env_id": ECHO, "seed": 3.0}).json()["episode_id"]  # 3.0 is 3
+        for seed in (False, True, "3", 3.5):  # pydantic's lax int would take the first three
+            assert refused(http.post("/v1/episodes", json={"env_id": ECHO, "seed": seed})).startswith("seed")
+            assert refused(http.post(f"/v1/episodes/{eid}/reset", json={"seed": seed})).startswith("seed")
+        assert refused(http.post(f"/v1/episodes/{eid}/fork", json={"n": True})).startswith("n:")
+        assert http.post(f"/v1/episodes/{eid}/reset", json={"seed": 3.0}).status_code == 200
+        for path, allow in (("/v1/episodes", "GET, POST"), (f"/v1/episodes/{eid}", "GET, DELETE"),
+                            (f"/v1/episodes/{eid}/step", "POST")):
+            r = http.request("PATCH", path)
+            assert (r.status_code, r.headers["allow"]) == (405, allow), path
 
 
 def fuzz_operation(operation, mode) -> None:
