@@ -38,6 +38,15 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PART = r"(?:[^/\u0000.][^/\u0000]*|\.|\.[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+)"
 PATH_PATTERN = rf"^{_PART}(?:/{_PART}?)*$"
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+_BASE64 = re.compile(BASE64_PATTERN)
+
+
+def decode_base64(text: str) -> bytes:
+    """Standard base64 with its canonical padding, exactly what `BASE64_PATTERN` admits (Python's
+    decoder alone also takes surplus padding, "0000="); ValueError otherwise."""
+    if not isinstance(text, str) or _BASE64.fullmatch(text) is None:
+        raise ValueError("not valid base64")
+    return base64.b64decode(text, validate=True)
 # a known language's name in any letter case, as `known_language` takes it
 LANGUAGE_PATTERN = "^(?:" + "|".join(
     "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in name) for name in LANGUAGES
@@ -186,7 +195,7 @@ class ExecOptions(BaseModel):
         if data.get("stdin") is not None:
             raise ValueError("give `stdin` (text) or `stdin_b64` (bytes as base64), not both")
         try:
-            stdin = base64.b64decode(data["stdin_b64"], validate=True)
+            stdin = decode_base64(data["stdin_b64"])
         except (binascii.Error, TypeError, ValueError):
             raise ValueError("stdin_b64 is not valid base64") from None
         return {**{k: v for k, v in data.items() if k != "stdin_b64"}, "stdin": stdin}

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 from agentrl.sandbox_server.backend import Backend, log
 from agentrl.sandbox_server.errors import InvalidRequest, SandboxError
 from agentrl.sandbox_server.languages import language
-from agentrl.sandbox_server.models import CommandRunResult, ExecResult, RunCodeRequest, RunCodeResponse
+from agentrl.sandbox_server.models import (
+    CommandRunResult,
+    ExecResult,
+    RunCodeRequest,
+    RunCodeResponse,
+    decode_base64,
+)
 from agentrl.sandbox_server.sandbox import AgentSandbox
 
 if TYPE_CHECKING:
@@ -39,7 +45,7 @@ WAIT_FOR_WIPE_S = 0.25
 
 def b64decode(data: str, what: str) -> bytes:
     try:
-        return base64.b64decode(data, validate=True)
+        return decode_base64(data)
     except (binascii.Error, ValueError):
         raise InvalidRequest(f"{what} is not valid base64") from None
 

@@ -29,6 +29,7 @@ from agentrl.sandbox_server.models import (
     CreateSandboxRequest,
     ExecRequest,
     RunCodeRequest,
+    decode_base64,
 )
 from agentrl.sandbox_server.paths import check_path
 
@@ -139,8 +140,9 @@ def test_the_path_pattern_admits_exactly_the_paths_the_server_takes(path):
 
 
 def decodes(text: str) -> bool:
+    """What the server takes as base64 (`decode_base64`, used by every route that reads it)."""
     try:
-        base64.b64decode(text, validate=True)
+        decode_base64(text)
     except (binascii.Error, ValueError):
         return False
     return True
