@@ -79,8 +79,8 @@ class NetChanges:
     the fares that moved.
 
     `rows()` is `changed_rows`'s list, rebuilt only after new entries came in: a step that wrote
-    nothing (most steps: searches, look-ups) reads the list it had, and one that wrote decodes its own
-    entries, never the episode's earlier ones again. `sold` and `prices` let a search answer from the
+    nothing (most steps: searches, look-ups) reads the list it had, and one that wrote reads no SQL
+    for the earlier ones (it rewrites each changed row's line, a few per episode). `sold` and `prices` let a search answer from the
     world's template figures plus these, with no SQL (`WorldQueries._summaries`)."""
 
     def __init__(self) -> None:
