@@ -80,8 +80,9 @@ class NetChanges:
 
     `rows()` is `changed_rows`'s list, rebuilt only after new entries came in: a step that wrote
     nothing (most steps: searches, look-ups) reads the list it had, and one that wrote reads no SQL
-    for the earlier ones (it rewrites each changed row's line, a few per episode). `sold` and `prices` let a search answer from the
-    world's template figures plus these, with no SQL (`WorldQueries._summaries`)."""
+    for the earlier ones (it rewrites each changed row's line, a few per episode). `sold` and
+    `prices` let a search answer from the world's template figures plus these, with no SQL
+    (`WorldQueries._summaries`)."""
 
     def __init__(self) -> None:
         self.first: dict[tuple[str, str], str | None] = {}
