@@ -11,7 +11,8 @@ from agentrl.agent_train.config import TrainConfig
 def evaluate_policy(cfg: TrainConfig, policy: Any, tokenizer: Any, log: Any = print) -> dict[str, Any]:
     """`cfg.eval_seeds` x `cfg.eval_k` episodes of the eval split, as a GRPO run evaluates.
 
-    Returns the scores, the per-episode successes (for significance tests) and the task ids."""
+    Returns the scores, the per-episode successes and seeds (for significance tests and per-task
+    tables) and the task ids."""
     from agentrl.agent_train.train import RolloutProducer, eval_seeds, make_backend, rollout_specs
 
     device = str(next(policy.parameters()).device)
@@ -30,6 +31,7 @@ def evaluate_policy(cfg: TrainConfig, policy: Any, tokenizer: Any, log: Any = pr
     return {
         "scores": scores,
         "successes": [bool(e.success) for e in episodes],
+        "seeds": [e.seed for e in episodes],
         "turns": [e.turns for e in episodes],
         "task_ids": sorted(ledger.eval),
     }

