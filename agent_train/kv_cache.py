@@ -95,12 +95,14 @@ def batch_cache(entries: list[CacheEntry | None], width: int) -> Any:
 
 
 def split_rows(cache: Any, tokens: Any, real: Any) -> list[CacheEntry]:
-    """Row i's entry: the positions where `real[i]` is set, with their ids from `tokens[i]`."""
+    """Row i's entry: the positions where `real[i]` is set, with their ids from `tokens[i]`
+    (`real` and `tokens` may sit on another device than the cache, as on a GPU)."""
     rows = []
     for i in range(real.shape[0]):
         idx = real[i].nonzero().squeeze(1)
+        at = idx.to(cache.layers[0].keys.device) if cache.layers else idx
         layers = [
-            (layer.keys[i : i + 1].index_select(2, idx), layer.values[i : i + 1].index_select(2, idx))
+            (layer.keys[i : i + 1].index_select(2, at), layer.values[i : i + 1].index_select(2, at))
             for layer in cache.layers
         ]
         rows.append(CacheEntry(tokens[i, idx].tolist(), layers))
