@@ -14,7 +14,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.server.wire import dumps
+from agentrl.protocol import dumps
 
 MAX_TRANSCRIPT_BYTES = 4 * 1024 * 1024
 KEEP_CLOSED = 64
