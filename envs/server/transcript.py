@@ -21,7 +21,7 @@ KEEP_CLOSED = 64
 
 
 @dataclass(eq=False)
-class Transcript:
+class WatchTranscript:
     """The first observation and every (action, encoded `StepResult`) of one episode since its reset."""
 
     first: bytes = b"null"  # the encoded {"observation", "info"} of the last reset
@@ -70,7 +70,7 @@ class ClosedEpisode:
     over: bool
     age_s: float
     reason: str
-    transcript: Transcript
+    transcript: WatchTranscript
     owner: str | None = None  # the client key it was made with (`agentrl.server.owners`)
 
 
