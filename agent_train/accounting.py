@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.agent_train.rollout import Episode
+from agentrl.agent_train.rollout import RolloutEpisode
 
 
 class TrainingAborted(RuntimeError):
@@ -63,11 +63,11 @@ class TaskLedger:
     eval: set[str] = field(default_factory=set)
     unnamed: int = 0  # episodes whose env gave no task id
 
-    def add_eval(self, episodes: Iterable[Episode]) -> None:
+    def add_eval(self, episodes: Iterable[RolloutEpisode]) -> None:
         for e in episodes:
             self._add(self.eval, e)
 
-    def add_train(self, episodes: Iterable[Episode]) -> None:
+    def add_train(self, episodes: Iterable[RolloutEpisode]) -> None:
         for e in episodes:
             self._add(self.train, e)
         shared = self.train & self.eval
@@ -77,7 +77,7 @@ class TaskLedger:
                 f"(e.g. {sorted(shared)[0]!r})"
             )
 
-    def _add(self, side: set[str], e: Episode) -> None:
+    def _add(self, side: set[str], e: RolloutEpisode) -> None:
         if e.task_id is None:
             if e.error is None:
                 self.unnamed += 1
@@ -104,7 +104,7 @@ class FailureGuard:
     errors: int = 0
     _logged: set[str] = field(default_factory=set)
 
-    def check_episodes(self, where: str, episodes: list[Episode]) -> dict[str, float]:
+    def check_episodes(self, where: str, episodes: list[RolloutEpisode]) -> dict[str, float]:
         """Count errors and drift; log the first traceback of each new error; stop above the fraction."""
         errored = [e for e in episodes if e.error]
         drifted = [e for e in episodes if e.error is None and e.transcript.drift]

@@ -41,7 +41,7 @@ import torch
 
 from agentrl.agent_train.backends import derive_seed
 from agentrl.agent_train.grpo import group_advantages
-from agentrl.agent_train.rollout import Episode, Rollouts, collect_groups, continue_fork, run_episode
+from agentrl.agent_train.rollout import RolloutEpisode, Rollouts, collect_groups, continue_fork, run_episode
 from agentrl.driver import AsyncEpisode
 
 CreditMode = Literal["episode", "anchor", "branch"]
@@ -57,7 +57,7 @@ class Credit:
     """What a step trains on: per task, its samples (branch: the roots, then their forks), each
     sample's advantage (a number, or one per turn), whether it is kept, and the levels' metrics."""
 
-    samples: list[list[Episode]]
+    samples: list[list[RolloutEpisode]]
     # GRPO's (groups, G) tensors as `group_advantages` gives them, or per sample a list of per-turn values
     advantages: torch.Tensor | Sequence[Sequence[Advantage]]
     keep: torch.Tensor | Sequence[Sequence[bool]]
@@ -84,7 +84,7 @@ def discounted_returns(rewards: list[float], gamma: float) -> list[float]:
     return out
 
 
-def _fallback_state(episode: Episode, turn: int) -> str:
+def _fallback_state(episode: RolloutEpisode, turn: int) -> str:
     """For envs without `state_hash`: the observations so far stand for the state."""
     from agentrl.core.state_hash import state_hash
 
@@ -93,7 +93,7 @@ def _fallback_state(episode: Episode, turn: int) -> str:
 
 
 def anchor_advantages(
-    groups: list[list[Episode]],
+    groups: list[list[RolloutEpisode]],
     episode_rewards: list[list[float]],
     valid: list[list[bool]],
     episode_adv: list[list[float]],
@@ -139,8 +139,11 @@ def anchor_advantages(
 
 
 def branch_advantages(
-    roots: list[list[Episode]], rewards: dict[int, float], omega: float, ok: Callable[[Episode], bool]
-) -> tuple[list[list[Episode]], list[list[list[float]]], dict[str, float]]:
+    roots: list[list[RolloutEpisode]],
+    rewards: dict[int, float],
+    omega: float,
+    ok: Callable[[RolloutEpisode], bool],
+) -> tuple[list[list[RolloutEpisode]], list[list[list[float]]], dict[str, float]]:
     """Per task: its leaves (roots, then every fork) and each leaf's per-turn A_E + omega * A_B
     (see the module docstring). `rewards` maps id(leaf) to the reward used (shuffled or not)."""
     samples, advantages, flat_leaves, flat_siblings = [], [], [], []
@@ -176,7 +179,7 @@ def branch_advantages(
     return samples, advantages, metrics
 
 
-def assign_credit(cfg: Any, groups: list[list[Episode]], step: int) -> Credit:
+def assign_credit(cfg: Any, groups: list[list[RolloutEpisode]], step: int) -> Credit:
     """Advantages of one training step's groups under `cfg.credit` (see the module docstring).
 
     `cfg.shuffle_rewards` (the negative control) permutes the rewards of every episode of the step,
@@ -200,7 +203,7 @@ def assign_credit(cfg: Any, groups: list[list[Episode]], step: int) -> Credit:
     return _finish(groups, per_turn, valid.tolist(), cfg.zero_variance, metrics)
 
 
-def _branch_credit(cfg: Any, groups: list[list[Episode]], step: int) -> Credit:
+def _branch_credit(cfg: Any, groups: list[list[RolloutEpisode]], step: int) -> Credit:
     leaves = [e for g in groups for root in g for e in (root, *(b for _, fs in root.branches for b in fs))]
     values = torch.tensor([e.reward for e in leaves], dtype=torch.float32)
     if cfg.shuffle_rewards:
@@ -214,7 +217,7 @@ def _branch_credit(cfg: Any, groups: list[list[Episode]], step: int) -> Credit:
 
 
 def _finish(
-    samples: list[list[Episode]],
+    samples: list[list[RolloutEpisode]],
     per_turn: list[list[list[float]]],
     valid: list[list[bool]],
     zero_variance: str,
@@ -234,9 +237,9 @@ def _finish(
     return Credit(samples, per_turn, keep, metrics)
 
 
-def advantage_tensor(episodes: list[Episode], advantages: list[Advantage], width: int) -> torch.Tensor:
+def advantage_tensor(episodes: list[RolloutEpisode], advantages: list[Advantage], width: int) -> torch.Tensor:
     """(n,) when every advantage is one number (GRPO, unchanged); else (n, width), each turn's
-    advantage on the tokens from its start (`Episode.turn_starts`) to the next turn's."""
+    advantage on the tokens from its start (`RolloutEpisode.turn_starts`) to the next turn's."""
     if all(not isinstance(a, list) for a in advantages):
         return torch.tensor(advantages, dtype=torch.float32)
     out = torch.zeros((len(episodes), width))
@@ -256,7 +259,7 @@ def advantage_tensor(episodes: list[Episode], advantages: list[Advantage], width
 # ---------------------------------------------------------------------------------------------
 # branch rollouts
 # ---------------------------------------------------------------------------------------------
-def fork_episode_state(episode: Episode, turn: int) -> Episode:
+def fork_episode_state(episode: RolloutEpisode, turn: int) -> RolloutEpisode:
     """A fork's own copy of `episode` as it stands before `turn`: the transcript so far with its
     mask cleared (the prefix is trained in the root), no reward yet."""
     t = episode.transcript
@@ -264,7 +267,7 @@ def fork_episode_state(episode: Episode, turn: int) -> Episode:
     transcript.messages = [dict(m) for m in t.messages]
     transcript.ids, transcript.logprobs, transcript.versions = list(t.ids), list(t.logprobs), list(t.versions)
     transcript.mask = [0] * len(t.mask)
-    return Episode(
+    return RolloutEpisode(
         seed=episode.seed,
         transcript=transcript,
         turns=episode.turns,
@@ -282,21 +285,21 @@ async def collect_branch_groups(
     seeds: list[int],
     group_size: int,
     sample_seed: int | None = None,
-    on_done: Callable[[Episode], Any] | None = None,
+    on_done: Callable[[RolloutEpisode], Any] | None = None,
     *,
     branches: int = 2,
     points: int = 2,
-) -> list[list[Episode]]:
+) -> list[list[RolloutEpisode]]:
     """`collect_groups`, whose roots fork `branches` ways before each of their turns 1..`points`
     (the states after a tool call; turn 0's state is the reset, which the group already samples;
     `AsyncEpisode.fork`: over HTTP the server's fork route, in-process the env's own `fork`);
     `points` 0 forks at every turn. Forks run alongside; every fork is closed when it ends, and this
     returns only once every fork of every group has ended."""
     gate = asyncio.Semaphore(spec.concurrency)
-    pending: list[asyncio.Task[Episode]] = []
+    pending: list[asyncio.Task[RolloutEpisode]] = []
 
     def hook(own: int | None) -> Any:
-        async def before_turn(env: AsyncEpisode, root: Episode) -> None:
+        async def before_turn(env: AsyncEpisode, root: RolloutEpisode) -> None:
             turn = len(root.turn_starts)  # the turns taken so far
             if turn == 0 or (points and turn > points):
                 return
@@ -310,11 +313,11 @@ async def collect_branch_groups(
 
         return before_turn
 
-    async def _gated(env: AsyncEpisode, fork: Episode, seed: int | None) -> Episode:
+    async def _gated(env: AsyncEpisode, fork: RolloutEpisode, seed: int | None) -> RolloutEpisode:
         async with gate:
             return await continue_fork(spec, env, fork, seed)
 
-    async def one(seed: int, j: int) -> Episode:
+    async def one(seed: int, j: int) -> RolloutEpisode:
         own = None if sample_seed is None else derive_seed(sample_seed, seed, j)
         async with gate:
             episode = await run_episode(spec, seed, own, before_turn=hook(own))

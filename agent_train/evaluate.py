@@ -5,7 +5,7 @@ from __future__ import annotations
 from math import comb
 from typing import Any
 
-from agentrl.agent_train.rollout import Episode, Rollouts, collect_groups
+from agentrl.agent_train.rollout import RolloutEpisode, Rollouts, collect_groups
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -17,7 +17,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def eval_metrics(groups: list[list[Episode]]) -> dict[str, float]:
+def eval_metrics(groups: list[list[RolloutEpisode]]) -> dict[str, float]:
     """Success over every episode (a failed one counts as a failure), pass@k per task, reward."""
     k = len(groups[0])
     successes = [sum(e.success for e in g) for g in groups]
@@ -32,7 +32,7 @@ def eval_metrics(groups: list[list[Episode]]) -> dict[str, float]:
 
 async def evaluate(
     spec: Rollouts, seeds: list[int], k: int, sample_seed: int | None = None, progress: bool = False
-) -> tuple[dict[str, float], list[Episode]]:
+) -> tuple[dict[str, float], list[RolloutEpisode]]:
     """k episodes per seed; returns the metrics and the episodes (for task ids and failures)."""
     bar: Any = None
     if progress:

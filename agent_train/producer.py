@@ -18,7 +18,7 @@ from agentrl.agent_train.backends import derive_seed
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.credit import groups_collector
 from agentrl.agent_train.evaluate import evaluate
-from agentrl.agent_train.rollout import Episode, Rollouts
+from agentrl.agent_train.rollout import RolloutEpisode, Rollouts
 
 
 def train_seeds(cfg: TrainConfig, step: int) -> list[int]:
@@ -104,7 +104,7 @@ class RolloutProducer:
             self.version = version
             self._cond.notify_all()
 
-    def get(self) -> tuple[int, list[list[Episode]], dict[str, float]]:
+    def get(self) -> tuple[int, list[list[RolloutEpisode]], dict[str, float]]:
         while True:
             try:
                 return self.out.get(timeout=0.5)
@@ -116,7 +116,7 @@ class RolloutProducer:
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def evaluate(self, seeds: list[int], k: int) -> tuple[dict[str, float], list[Episode]]:
+    def evaluate(self, seeds: list[int], k: int) -> tuple[dict[str, float], list[RolloutEpisode]]:
         sample_seed = derive_seed(self.cfg.seed, self.EVAL)
         return self.run(evaluate(self.eval_spec, seeds, k, sample_seed, progress=self.cfg.progress))
 

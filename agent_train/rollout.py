@@ -51,7 +51,10 @@ def driver_factory(env_id: str, env_url: str | None = None, **kwargs: Any) -> Ca
 
 
 @dataclass
-class Episode:
+class RolloutEpisode:
+    """One episode as a training sample: its token transcript, what it was paid, and what credit
+    assignment needs of it (turn starts, state hashes, forks)."""
+
     seed: int
     transcript: Transcript
     reward: float = 0.0
@@ -70,7 +73,7 @@ class Episode:
     step_rewards: list[float] = field(default_factory=list)
     # branch credit: the turn this episode was forked before (None: a root), and a root's forks
     fork_turn: int | None = None
-    branches: list[tuple[int, list[Episode]]] = field(default_factory=list)
+    branches: list[tuple[int, list[RolloutEpisode]]] = field(default_factory=list)
 
     @property
     def excluded(self) -> str | None:
@@ -103,7 +106,7 @@ class Rollouts:
     system_prompt: str | None = None
 
 
-BeforeTurn = Callable[[AsyncEpisode, Episode], Awaitable[None]]
+BeforeTurn = Callable[[AsyncEpisode, RolloutEpisode], Awaitable[None]]
 
 
 class TokenPolicy:
@@ -118,7 +121,7 @@ class TokenPolicy:
     is not empty plays on a fork of it: that transcript already ends with the observation it is
     first called with, whose step is already recorded."""
 
-    def __init__(self, spec: Rollouts, episode: Episode, sample_seed: int | None, env: AsyncEpisode,
+    def __init__(self, spec: Rollouts, episode: RolloutEpisode, sample_seed: int | None, env: AsyncEpisode,
                  before_turn: BeforeTurn | None = None) -> None:
         self.spec, self.episode, self.sample_seed = spec, episode, sample_seed
         self.env, self.before_turn = env, before_turn
@@ -169,13 +172,13 @@ class TokenPolicy:
 
 async def run_episode(
     spec: Rollouts, seed: int, sample_seed: int | None = None, before_turn: BeforeTurn | None = None
-) -> Episode:
+) -> RolloutEpisode:
     """One episode; with `sample_seed`, turn t's tokens are sampled with seed (sample_seed, t);
     `before_turn` sees each state before the model acts in it (see `TokenPolicy`).
 
     An exception (env, server, generator) ends this episode with `error` and `trace` set: the
     caller counts it and decides whether the run can go on; it is never trained on."""
-    episode = Episode(seed=seed, transcript=Transcript(spec.tokenizer))
+    episode = RolloutEpisode(seed=seed, transcript=Transcript(spec.tokenizer))
     env = None
     try:
         env = spec.make_driver()
@@ -191,8 +194,8 @@ async def run_episode(
 
 
 async def continue_fork(
-    spec: Rollouts, env: AsyncEpisode, episode: Episode, sample_seed: int | None
-) -> Episode:
+    spec: Rollouts, env: AsyncEpisode, episode: RolloutEpisode, sample_seed: int | None
+) -> RolloutEpisode:
     """A fork of an episode (`AsyncEpisode.fork`) played on to its end from `episode`, its copy of
     the forked episode's record (see `TokenPolicy`); then closed, whatever happens."""
     try:
@@ -206,7 +209,7 @@ async def continue_fork(
     return episode
 
 
-async def _settle(episode: Episode, env: AsyncEpisode) -> None:
+async def _settle(episode: RolloutEpisode, env: AsyncEpisode) -> None:
     """Take what the env paid and said (also when a step failed) into `episode`, then close the env."""
     seen = env.outcome
     if seen is not None:
@@ -226,8 +229,8 @@ async def collect_groups(
     seeds: list[int],
     group_size: int,
     sample_seed: int | None = None,
-    on_done: Callable[[Episode], Any] | None = None,
-) -> list[list[Episode]]:
+    on_done: Callable[[RolloutEpisode], Any] | None = None,
+) -> list[list[RolloutEpisode]]:
     """G episodes per seed (same seed: the group shares one world), all running concurrently.
 
     With `sample_seed`, episode j of env seed s samples with seed (sample_seed, s, j): the
@@ -236,7 +239,7 @@ async def collect_groups(
     """
     gate = asyncio.Semaphore(spec.concurrency)
 
-    async def one(seed: int, j: int) -> Episode:
+    async def one(seed: int, j: int) -> RolloutEpisode:
         own = None if sample_seed is None else derive_seed(sample_seed, seed, j)
         async with gate:
             episode = await run_episode(spec, seed, own)

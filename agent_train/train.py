@@ -35,7 +35,7 @@ from agentrl.agent_train.checkpoints import load_resume_state, save_checkpoint
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.credit import assign_credit
 from agentrl.agent_train.producer import RolloutProducer, eval_seeds, train_seeds
-from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, driver_factory
+from agentrl.agent_train.rollout import RolloutEpisode, RolloutLimits, Rollouts, driver_factory
 from agentrl.agent_train.update import build_batch, optimize, select_samples
 
 # where they were before the loop's parts had modules of their own
@@ -173,7 +173,7 @@ def train(
 # ---------------------------------------------------------------------------------------------
 # the loop's parts
 # ---------------------------------------------------------------------------------------------
-def sample_metrics(flat: list[Episode], step: int, stale: int, trained: int,
+def sample_metrics(flat: list[RolloutEpisode], step: int, stale: int, trained: int,
                    timing: dict[str, float]) -> dict[str, float]:
     """How old the step's samples were, how many were trained on, and how fast they were collected."""
     lags = [step - v for e in flat
@@ -188,7 +188,7 @@ def sample_metrics(flat: list[Episode], step: int, stale: int, trained: int,
     }
 
 
-def episode_metrics(groups: list[list[Episode]]) -> dict[str, float]:
+def episode_metrics(groups: list[list[RolloutEpisode]]) -> dict[str, float]:
     flat = [e for g in groups for e in g]
     ok = [e for e in flat if e.excluded is None]
     rewards = np.array([e.reward for e in flat])

@@ -16,10 +16,12 @@ import torch
 from agentrl.agent_train.config import TrainConfig
 from agentrl.agent_train.credit import Advantage, advantage_tensor
 from agentrl.agent_train.grpo import next_token_logprobs, step_loss
-from agentrl.agent_train.rollout import Episode
+from agentrl.agent_train.rollout import RolloutEpisode
 
 
-def build_batch(episodes: list[Episode], advantages: list[Advantage], pad_id: int) -> dict[str, torch.Tensor]:
+def build_batch(
+    episodes: list[RolloutEpisode], advantages: list[Advantage], pad_id: int
+) -> dict[str, torch.Tensor]:
     """Right-padded tensors; the mask is the transcripts' provenance mask, padded with 0; the
     advantages one per sequence (n,), or per token (n, width) where any is given per turn."""
     width = max(len(e.transcript.ids) for e in episodes)
@@ -43,8 +45,8 @@ def build_batch(episodes: list[Episode], advantages: list[Advantage], pad_id: in
 
 
 def select_samples(
-    groups: list[list[Episode]], adv: Any, keep: Any, version: int, max_staleness: int
-) -> tuple[list[Episode], list[Advantage], int]:
+    groups: list[list[RolloutEpisode]], adv: Any, keep: Any, version: int, max_staleness: int
+) -> tuple[list[RolloutEpisode], list[Advantage], int]:
     """What gets trained on: not excluded (drift, errors), not too stale, not in a skipped group.
     `adv` and `keep` are indexed [group][episode] (tensors, or `credit.Credit`'s lists, whose
     advantages may be one per turn)."""

@@ -62,7 +62,7 @@ LOST_GRACE_S = 2.0  # a holder this client lost takes no new episode for this lo
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
 _EPISODE_PATH = re.compile(rf"{API_PREFIX}/episodes/([^/]+)(/.*)?")
 
-Outcome = Any  # a call's parsed answer, or the ServerError / httpx.TransportError it raised
+CallOutcome = Any  # a call's parsed answer, or the ServerError / httpx.TransportError it raised
 Request = tuple[str | None, Call[Any]]  # (a holder's URL, or None for discovery; the call)
 
 
@@ -137,7 +137,7 @@ class Router:
         self.stats = ReplayStats()
 
     # --- the holder map ----------------------------------------------------------------------
-    def _refresh(self, force: bool = False) -> Generator[Request, Outcome, None]:
+    def _refresh(self, force: bool = False) -> Generator[Request, CallOutcome, None]:
         now = time.monotonic()
         if not force and now - self.read_at < REFRESH_S:
             return
@@ -155,7 +155,7 @@ class Router:
         return (info is not None and info.state == "up"
                 and (lost is None or time.monotonic() - lost > LOST_GRACE_S))
 
-    def _pick(self, tried: frozenset[str] = frozenset()) -> Generator[Request, Outcome, str]:
+    def _pick(self, tried: frozenset[str] = frozenset()) -> Generator[Request, CallOutcome, str]:
         """The usable holder with the fewest of this client's live episodes; where every holder was
         lost lately, one the map calls up, not one of `tried` (this call's failed tries) if it can."""
         yield from self._refresh()
@@ -184,7 +184,7 @@ class Router:
         return self.map[name].url
 
     # --- routing -----------------------------------------------------------------------------
-    def route(self, call: Call[Any]) -> Generator[Request, Outcome, Any]:
+    def route(self, call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         """Run `call` on the cluster: yields requests, is sent their outcomes, returns the answer."""
         op = call.body.get("op") if call.step and call.body else None
         if op == "create" or (call.method == "POST" and call.path == f"{API_PREFIX}/episodes"):
@@ -205,13 +205,13 @@ class Router:
             return (yield from self._unrecorded(episode_id, call))
         return (yield from self._on_episode(episode_id, recipe, verb, call))
 
-    def _plain(self, name: str, call: Call[Any]) -> Generator[Request, Outcome, Any]:
+    def _plain(self, name: str, call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         got = yield self._url(name), call
         if isinstance(got, BaseException):
             raise got
         return got
 
-    def _unrecorded(self, episode_id: str, call: Call[Any]) -> Generator[Request, Outcome, Any]:
+    def _unrecorded(self, episode_id: str, call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         """An episode this client did not make: sent to the holder its id names, if there is one."""
         holder = episode_id.partition(".")[0]
         if holder not in self.map:
@@ -222,7 +222,7 @@ class Router:
                                       f"(holders: {', '.join(self.map) or 'none'})")
         return (yield from self._plain(holder, call))
 
-    def _create(self, call: Call[Any]) -> Generator[Request, Outcome, EpisodeCreated]:
+    def _create(self, call: Call[Any]) -> Generator[Request, CallOutcome, EpisodeCreated]:
         body = dict(call.body or {})
         if body.get("seed") is None:  # a seed drawn here makes the episode replayable
             body["seed"] = secrets.randbelow(SEED_MAX)
@@ -251,7 +251,7 @@ class Router:
         raise lost
 
     def _on_episode(self, episode_id: str, recipe: Recipe, verb: str,
-                    call: Call[Any]) -> Generator[Request, Outcome, Any]:
+                    call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         for attempt in range(MAX_REPLAY_TRIES + 1):
             if recipe.holder in self.map:
                 got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
@@ -300,7 +300,7 @@ class Router:
         if recipe is not None:
             self.own[recipe.holder] = max(0, self.own.get(recipe.holder, 0) - 1)
 
-    def _step_batch(self, call: Call[Any]) -> Generator[Request, Outcome, list[Any]]:
+    def _step_batch(self, call: Call[Any]) -> Generator[Request, CallOutcome, list[Any]]:
         """A batch over a cluster: each item stepped on its holder in turn, each outcome kept apart."""
         out: list[Any] = []
         for item in (call.body or {})["steps"]:
@@ -311,7 +311,7 @@ class Router:
         return out
 
     # --- replay ------------------------------------------------------------------------------
-    def _replay(self, episode_id: str, recipe: Recipe) -> Generator[Request, Outcome, None]:
+    def _replay(self, episode_id: str, recipe: Recipe) -> Generator[Request, CallOutcome, None]:
         """Re-create the episode on a usable holder from its recipe, checking every answer."""
         started = time.perf_counter()
         old_holder = recipe.holder
@@ -338,7 +338,7 @@ class Router:
         raise EpisodeLostError(episode_id, f"no holder could take its replay in {MAX_REPLAY_TRIES} tries")
 
     def _replay_on(self, name: str, episode_id: str,
-                   recipe: Recipe) -> Generator[Request, Outcome, str | None]:
+                   recipe: Recipe) -> Generator[Request, CallOutcome, str | None]:
         """The new episode's id on `name`, or None if `name` was lost meanwhile; raises
         `EpisodeLostError` where an answer differs from the one the caller received."""
         url = self._url(name)
@@ -372,7 +372,7 @@ class Router:
         return new_id
 
     def _differs(self, url: str, episode_id: str, new_id: str, recipe: Recipe, what: str,
-                 got: tuple[Any, ...], want: tuple[Any, ...]) -> Generator[Request, Outcome, None]:
+                 got: tuple[Any, ...], want: tuple[Any, ...]) -> Generator[Request, CallOutcome, None]:
         yield url, _Wire.close(new_id)  # whatever it answers, the replay is over
         self.stats.lost += 1
         self._forget(episode_id)
@@ -385,7 +385,7 @@ class Router:
 _VERB_OF_OP = {"reset": "reset", "close": "DELETE", "fork": "fork"}
 
 
-def _is_loss(got: Outcome) -> bool:
+def _is_loss(got: CallOutcome) -> bool:
     """Whether an outcome says the episode's holder, or the episode with it, is gone."""
     if isinstance(got, httpx.TransportError | ShuttingDownError):
         return True

@@ -5,7 +5,8 @@ a cluster client reads the holder map (`GET /v1/cluster`, see `discovery.py`), c
 on the usable holder with the fewest open sandboxes (its own creates counted at once, so a burst
 spreads), and sends every call on a sandbox straight to its holder with that holder's own
 `SandboxClient`: no process in between. The map is read again every `REFRESH_S` on a create, and
-at once when a holder is lost. Its sandboxes have the methods of `RemoteSandbox`.
+at once when a holder is lost. Its sandboxes (`ClusterSandbox`, `AsyncClusterSandbox`) have the
+methods of `RemoteSandbox`, each written out in its class body, as the clients' are.
 
 A lost holder loses no sandbox that can be rebuilt exactly. Each sandbox keeps its recipe: how it
 was created and every call that can change it (exec, run_code, reset_processes, write_file,
@@ -28,16 +29,21 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from agentrl.sandbox_server.client import AsyncSandboxClient, SandboxClient
+from agentrl.sandbox_server.client import (
+    AsyncRemoteSandbox,
+    AsyncSandboxClient,
+    RemoteSandbox,
+    SandboxClient,
+    SandboxInfos,
+)
 from agentrl.sandbox_server.cluster_flows import (
-    SANDBOX_OPS,
     WAIT_S,
-    Outcome,
+    RequestOutcome,
     SandboxLost,
     _Recipe,
     _Request,
@@ -51,11 +57,18 @@ from agentrl.sandbox_server.discovery import (
     holder_of,
 )
 from agentrl.sandbox_server.errors import SandboxError, SandboxNotFound
+from agentrl.sandbox_server.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, SpecArgs
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack: Python 3.11+
+
+T = TypeVar("T")
+Flow = Generator[_Request, RequestOutcome, T]  # a flow of `cluster_flows` that ends in a T
 
 __all__ = ["AsyncClusterSandbox", "AsyncSandboxCluster", "ClusterSandbox", "SandboxCluster", "SandboxLost"]
 
 
-def _drive_sync(flow: Generator[_Request, Outcome, Any], cluster: SandboxCluster) -> Any:
+def _drive_sync(flow: Flow[T], cluster: SandboxCluster) -> T:
     try:
         request = next(flow)
         while True:
@@ -68,7 +81,7 @@ def _drive_sync(flow: Generator[_Request, Outcome, Any], cluster: SandboxCluster
         return done.value
 
 
-async def _drive_async(flow: Generator[_Request, Outcome, Any], cluster: AsyncSandboxCluster) -> Any:
+async def _drive_async(flow: Flow[T], cluster: AsyncSandboxCluster) -> T:
     try:
         request = next(flow)
         while True:
@@ -91,13 +104,16 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-class _ClusterSandboxBase:
-    """What both twins' sandboxes share: the id the caller knows, where it is now, its replays."""
+class _ClusterSandboxCore:
+    """What both twins' sandboxes share: the id the caller knows, where it is now, its replays, and
+    each call as a flow of its recipe (`cluster_flows._Recipe.call`), which the twins drive."""
 
-    def __init__(self, cluster: Any, recipe: _Recipe) -> None:
-        self._cluster = cluster
+    def __init__(self, recipe: _Recipe) -> None:
         self._recipe = recipe
         self.sandbox_id = recipe.sandbox_id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.sandbox_id!r}, holder={self.holder!r})"
 
     @property
     def holder(self) -> str:
@@ -110,17 +126,57 @@ class _ClusterSandboxBase:
         return self._recipe.replays
 
     @property
-    def info(self) -> Any:
+    def info(self) -> SandboxInfo:
         """Its `SandboxInfo` on the server holding it now."""
         return self._recipe.inner.info
 
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Flow[Any]:
+        """`RemoteSandbox.<method>(*args, **kwargs)` on the holder, replayed elsewhere if it is lost."""
+        return self._recipe.call(method, args, kwargs)
 
-class ClusterSandbox(_ClusterSandboxBase):
-    """A sandbox of a `SandboxCluster`: the methods of `RemoteSandbox` (exec, run_code,
-    reset_processes, write_file, read_file, put_archive, get_archive, close), replayed elsewhere if
-    its server is lost (see the module docstring)."""
+
+class ClusterSandbox(_ClusterSandboxCore):
+    """A sandbox of a `SandboxCluster`: the methods of `RemoteSandbox`, replayed elsewhere if its
+    server is lost (see the module docstring)."""
+
+    def __init__(self, cluster: SandboxCluster, recipe: _Recipe) -> None:
+        super().__init__(recipe)
+        self._cluster = cluster
+
+    def exec(
+        self, command: str, options: ExecOptions | None = None, **changes: Unpack[ExecArgs]
+    ) -> ExecResult:
+        """`Sandbox.exec`, on the server holding the sandbox now."""
+        return _drive_sync(self._call("exec", command, options, **changes), self._cluster)
+
+    def run_code(
+        self,
+        code: str,
+        language: str = "python",
+        options: ExecOptions | None = None,
+        **changes: Unpack[ExecArgs],
+    ) -> ExecResult:
+        """`Sandbox.run_code`, on the server holding the sandbox now."""
+        return _drive_sync(self._call("run_code", code, language, options, **changes), self._cluster)
+
+    def reset_processes(self) -> None:
+        """Kill every process of the sandbox's user (kept ones and the session shell included)."""
+        _drive_sync(self._call("reset_processes"), self._cluster)
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        _drive_sync(self._call("write_file", path, data, mode), self._cluster)
+
+    def read_file(self, path: str) -> bytes:
+        return _drive_sync(self._call("read_file", path), self._cluster)
+
+    def put_archive(self, path: str, tar_bytes: bytes) -> None:
+        _drive_sync(self._call("put_archive", path, tar_bytes), self._cluster)
+
+    def get_archive(self, path: str) -> bytes:
+        return _drive_sync(self._call("get_archive", path), self._cluster)
 
     def close(self) -> None:
+        """Delete the sandbox (one already gone, or lost with its server, is no error)."""
         _drive_sync(self._recipe.close(), self._cluster)
 
     def __enter__(self) -> ClusterSandbox:
@@ -128,6 +184,57 @@ class ClusterSandbox(_ClusterSandboxBase):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncClusterSandbox(_ClusterSandboxCore):
+    """The async twin of `ClusterSandbox`: the same methods, as coroutines (and `aclose`)."""
+
+    def __init__(self, cluster: AsyncSandboxCluster, recipe: _Recipe) -> None:
+        super().__init__(recipe)
+        self._cluster = cluster
+
+    async def exec(
+        self, command: str, options: ExecOptions | None = None, **changes: Unpack[ExecArgs]
+    ) -> ExecResult:
+        """`Sandbox.exec`, on the server holding the sandbox now."""
+        return await _drive_async(self._call("exec", command, options, **changes), self._cluster)
+
+    async def run_code(
+        self,
+        code: str,
+        language: str = "python",
+        options: ExecOptions | None = None,
+        **changes: Unpack[ExecArgs],
+    ) -> ExecResult:
+        """`Sandbox.run_code`, on the server holding the sandbox now."""
+        return await _drive_async(self._call("run_code", code, language, options, **changes), self._cluster)
+
+    async def reset_processes(self) -> None:
+        """Kill every process of the sandbox's user (kept ones and the session shell included)."""
+        await _drive_async(self._call("reset_processes"), self._cluster)
+
+    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        await _drive_async(self._call("write_file", path, data, mode), self._cluster)
+
+    async def read_file(self, path: str) -> bytes:
+        return await _drive_async(self._call("read_file", path), self._cluster)
+
+    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
+        await _drive_async(self._call("put_archive", path, tar_bytes), self._cluster)
+
+    async def get_archive(self, path: str) -> bytes:
+        return await _drive_async(self._call("get_archive", path), self._cluster)
+
+    async def aclose(self) -> None:
+        """Delete the sandbox (one already gone, or lost with its server, is no error)."""
+        await _drive_async(self._recipe.close(), self._cluster)
+
+    async def __aenter__(self) -> AsyncClusterSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
 
 class SandboxCluster:
     """Creates sandboxes on the servers behind one address: `SandboxCluster(url).create(...)`.
@@ -169,13 +276,19 @@ class SandboxCluster:
         target = self._client(request.holder) if request.on == "holder" else request.sandbox
         return getattr(target, request.method)(*request.args, **request.kwargs)
 
-    def create(self, image: str | None = None, **kwargs: Any) -> ClusterSandbox:
+    def create(
+        self,
+        image: str | None = None,
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        **changes: Unpack[SpecArgs],
+    ) -> ClusterSandbox:
         """A new sandbox on the least-loaded server (the arguments of `SandboxClient.create`)."""
-        kwargs = {"image": image, **kwargs}
+        kwargs = {"image": image, "files": files, **changes}
         holder, inner = _drive_sync(self._routes.create(kwargs), self)
         return ClusterSandbox(self, _Recipe(self._routes, holder, inner, kwargs))
 
-    def get(self, sandbox_id: str) -> Any:
+    def get(self, sandbox_id: str) -> RemoteSandbox:
         """A sandbox by id, from the server its id names (not replayed if that server is lost)."""
         holder = holder_of(sandbox_id)
         if holder not in self._routes.map:
@@ -185,7 +298,7 @@ class SandboxCluster:
                                   f"(servers: {', '.join(self._routes.map) or 'none'})")
         return self._client(holder).get(sandbox_id)  # type: ignore[arg-type]  # in the map: not None
 
-    def list(self) -> list[Any]:
+    def list(self) -> SandboxInfos:
         """The caller's open sandboxes on every server that is up."""
         _drive_sync(self._routes.refresh(force=True), self)
         return [info for name, h in self._routes.map.items() if h.state == "up"
@@ -202,18 +315,6 @@ class SandboxCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-class AsyncClusterSandbox(_ClusterSandboxBase):
-    """The async twin of `ClusterSandbox`: the same methods, as coroutines (and `aclose`)."""
-
-    async def aclose(self) -> None:
-        await _drive_async(self._recipe.close(), self._cluster)
-
-    async def __aenter__(self) -> AsyncClusterSandbox:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 class AsyncSandboxCluster:
     """The async twin of `SandboxCluster`."""
@@ -245,12 +346,20 @@ class AsyncSandboxCluster:
         method = "aclose" if request.method == "close" else request.method
         return await getattr(target, method)(*request.args, **request.kwargs)
 
-    async def create(self, image: str | None = None, **kwargs: Any) -> AsyncClusterSandbox:
-        kwargs = {"image": image, **kwargs}
+    async def create(
+        self,
+        image: str | None = None,
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        **changes: Unpack[SpecArgs],
+    ) -> AsyncClusterSandbox:
+        """A new sandbox on the least-loaded server (the arguments of `SandboxClient.create`)."""
+        kwargs = {"image": image, "files": files, **changes}
         holder, inner = await _drive_async(self._routes.create(kwargs), self)
         return AsyncClusterSandbox(self, _Recipe(self._routes, holder, inner, kwargs))
 
-    async def get(self, sandbox_id: str) -> Any:
+    async def get(self, sandbox_id: str) -> AsyncRemoteSandbox:
+        """A sandbox by id, from the server its id names (not replayed if that server is lost)."""
         holder = holder_of(sandbox_id)
         if holder not in self._routes.map:
             await _drive_async(self._routes.refresh(force=True), self)
@@ -259,9 +368,10 @@ class AsyncSandboxCluster:
                                   f"(servers: {', '.join(self._routes.map) or 'none'})")
         return await self._client(holder).get(sandbox_id)  # type: ignore[arg-type]  # in the map: not None
 
-    async def list(self) -> list[Any]:
+    async def list(self) -> SandboxInfos:
+        """The caller's open sandboxes on every server that is up."""
         await _drive_async(self._routes.refresh(force=True), self)
-        out = []
+        out: SandboxInfos = []
         for name, h in self._routes.map.items():
             if h.state == "up":
                 out += await self._client(name).list()
@@ -277,29 +387,6 @@ class AsyncSandboxCluster:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _sync_op(name: str) -> Any:
-    def op(self: ClusterSandbox, *args: Any, **kwargs: Any) -> Any:
-        return _drive_sync(self._recipe.call(name, args, kwargs), self._cluster)
-
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"`RemoteSandbox.{name}`, on the server holding the sandbox now."
-    return op
-
-
-def _async_op(name: str) -> Any:
-    async def op(self: AsyncClusterSandbox, *args: Any, **kwargs: Any) -> Any:
-        return await _drive_async(self._recipe.call(name, args, kwargs), self._cluster)
-
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"`RemoteSandbox.{name}`, on the server holding the sandbox now."
-    return op
-
-
-for _name in SANDBOX_OPS:  # each through its sandbox's recipe
-    setattr(ClusterSandbox, _name, _sync_op(_name))
-    setattr(AsyncClusterSandbox, _name, _async_op(_name))
 
 
 def is_cluster(url: str) -> bool:

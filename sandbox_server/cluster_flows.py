@@ -28,10 +28,9 @@ LOST_GRACE_S = 2.0  # a holder this client lost takes no new sandbox for this lo
 START_WAIT_S = 30.0  # how long a create waits for a server starting (a restart) when none is up
 WAIT_S = 0.2  # between reads of the map meanwhile
 MAX_TRIES = 3  # holders tried in turn for one create or one replay
-# the operations of a remote sandbox (`RemoteSandbox`), and those of them that can change it
-SANDBOX_OPS = ("exec", "run_code", "reset_processes", "write_file", "read_file", "put_archive", "get_archive")
+# the operations of a remote sandbox (`RemoteSandbox`) that can change it: a replay makes them again
 CHANGING_OPS = frozenset({"exec", "run_code", "reset_processes", "write_file", "put_archive"})
-Outcome = Any  # a request's result, or the exception it raised
+RequestOutcome = Any  # a request's result, or the exception it raised
 
 
 class SandboxLost(SandboxDead):
@@ -75,7 +74,7 @@ def _digest(result: Any) -> bytes | None:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def _holder_gone(outcome: Outcome) -> bool:
+def _holder_gone(outcome: RequestOutcome) -> bool:
     """Whether an outcome says the sandbox's server is gone (or came back without its sandboxes)."""
     if isinstance(outcome, httpx.ReadTimeout | httpx.WriteTimeout | httpx.PoolTimeout):
         return False  # a slow answer from a server that may well be alive: the caller's to judge
@@ -96,7 +95,7 @@ class _Routes:
         self.own: dict[str, int] = {}  # holder -> sandboxes this client created there and holds
         self.lost_at: dict[str, float] = {}
 
-    def refresh(self, force: bool = False) -> Generator[_Request, Outcome, None]:
+    def refresh(self, force: bool = False) -> Generator[_Request, RequestOutcome, None]:
         if not force and time.monotonic() - self.read_at < REFRESH_S:
             return
         got = yield _Request("map")
@@ -109,7 +108,7 @@ class _Routes:
         lost = self.lost_at.get(name)
         return self.map[name].state == "up" and (lost is None or time.monotonic() - lost > LOST_GRACE_S)
 
-    def pick(self) -> Generator[_Request, Outcome, str]:
+    def pick(self) -> Generator[_Request, RequestOutcome, str]:
         """The usable holder with the fewest open sandboxes, this client's creates since the map
         was read counted."""
         yield from self.refresh()
@@ -134,9 +133,9 @@ class _Routes:
         self.lost_at[name] = time.monotonic()
         self.read_at = -1e9  # read the map again at the next pick
 
-    def create(self, kwargs: dict[str, Any]) -> Generator[_Request, Outcome, tuple[str, Any]]:
+    def create(self, kwargs: dict[str, Any]) -> Generator[_Request, RequestOutcome, tuple[str, Any]]:
         """A new sandbox on a usable holder: (its holder, the holder client's sandbox)."""
-        got: Outcome = None
+        got: RequestOutcome = None
         for _ in range(MAX_TRIES):
             name = yield from self.pick()
             self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
@@ -169,7 +168,7 @@ class _Recipe:
         self.lost: SandboxLost | None = None
 
     def call(self, method: str, args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Generator[_Request, Outcome, Any]:
+             kwargs: dict[str, Any]) -> Generator[_Request, RequestOutcome, Any]:
         if self.lost is not None:
             raise self.lost
         for attempt in range(MAX_TRIES + 1):
@@ -186,7 +185,7 @@ class _Recipe:
             self.ops.append((method, args, kwargs, _digest(got)))
         return got
 
-    def close(self) -> Generator[_Request, Outcome, None]:
+    def close(self) -> Generator[_Request, RequestOutcome, None]:
         self.routes.drop(self.holder)
         if self.lost is not None:
             return
@@ -194,7 +193,7 @@ class _Recipe:
         if isinstance(got, BaseException) and not _holder_gone(got):
             raise got
 
-    def _replay(self) -> Generator[_Request, Outcome, None]:
+    def _replay(self) -> Generator[_Request, RequestOutcome, None]:
         """Rebuild the sandbox on another holder from its recipe, checking every answer."""
         for _ in range(MAX_TRIES):
             try:
@@ -224,7 +223,7 @@ class _Recipe:
                 return
         yield from self._give_up(f"no server could take its replay in {MAX_TRIES} tries")
 
-    def _give_up(self, reason: str) -> Generator[_Request, Outcome, None]:
+    def _give_up(self, reason: str) -> Generator[_Request, RequestOutcome, None]:
         self.routes.drop(self.holder)
         self.lost = SandboxLost(self.sandbox_id, reason)
         raise self.lost

@@ -1,7 +1,7 @@
 """What every framework adapter does with an agentrl env: start an episode from a dataset row, step
 it with the model's text, keep its reward, and end the server-side episode when the rollout ends.
 
-`Episode` is synchronous (TRL and SkyRL call envs from plain threads); `AsyncEpisode` runs in an
+`RowEpisode` is synchronous (TRL and SkyRL call envs from plain threads); `AsyncRowEpisode` runs in an
 event loop (verifiers). Both are the episode driver's (`agentrl.driver`) with a dataset row's way
 in: locally a `gym.make` env, remotely the same id on `agentrl serve`, through `RemoteEnv` (sync,
 over one client per server and process) or `AsyncEnvClient` (async).
@@ -18,7 +18,7 @@ from agentrl import driver
 from agentrl.core.tools import TOOL_RESPONSE
 from agentrl.driver import EnvSource
 
-__all__ = ["AsyncEpisode", "EnvSource", "Episode", "EpisodeStart", "task_text", "tool_result"]
+__all__ = ["AsyncRowEpisode", "EnvSource", "EpisodeStart", "RowEpisode", "task_text", "tool_result"]
 
 SPLITS = ("train", "test")
 # ToolEnv's first observation is the task, then this header and the tool listing (agentrl.core.base)
@@ -53,7 +53,7 @@ class EpisodeStart:
         return options or None
 
 
-class Episode(driver.Episode):
+class RowEpisode(driver.Episode):
     """One env of `source`, played episode after episode: `start` from a row, `step`, then `release`.
 
     `reward` is the sum of what the env paid since `start`; an episode the framework stopped before
@@ -78,8 +78,8 @@ class Episode(driver.Episode):
             self.env.close()  # the shared client stays open: RemoteEnv only closes a client it owns
 
 
-class AsyncEpisode(driver.AsyncEpisode):
-    """`Episode` for an event loop: a served env through `AsyncEnvClient`, a local one in a thread."""
+class AsyncRowEpisode(driver.AsyncEpisode):
+    """`RowEpisode` for an event loop: a served env through `AsyncEnvClient`, a local one in a thread."""
 
     async def start(self, row: Mapping[str, Any]) -> str:
         begin = EpisodeStart.from_row(row)

@@ -24,7 +24,7 @@ from typing import Any
 import gem
 from gem.envs.registration import ENV_REGISTRY  # pyright: ignore[reportMissingImports]  # pyright reads `gem` as this module (a sibling); GEM is not installed here
 
-from agentrl.integrations.episode import EnvSource, Episode
+from agentrl.integrations.episode import EnvSource, RowEpisode
 from agentrl.registration import ENV_IDS
 
 ENTRY_POINT = "agentrl.integrations.gem:AgentrlGemEnv"
@@ -46,7 +46,7 @@ class AgentrlGemEnv(gem.Env):  # pyright: ignore[reportAttributeAccessIssue]  # 
         self.config = {"agentrl_env": agentrl_env, "base_url": base_url, "token": token,
                        "env_kwargs": dict(env_kwargs or {}), "split": split, "options": dict(options or {}),
                        "seed": seed}
-        self.episode = Episode(EnvSource(agentrl_env, base_url, token, dict(env_kwargs or {})))
+        self.episode = RowEpisode(EnvSource(agentrl_env, base_url, token, dict(env_kwargs or {})))
         self.default_seed = seed
         self.seed: int | None = None
         self.actions: list[str] = []

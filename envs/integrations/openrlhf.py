@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase  # pyright: ignore[reportMissingImports]  # optional, not installed where the check runs
 
-from agentrl.integrations.episode import AsyncEpisode, EnvSource
+from agentrl.integrations.episode import AsyncRowEpisode, EnvSource
 from agentrl.integrations.tokens import TokenTranscript
 
 
@@ -54,7 +54,7 @@ class AgentrlAgentInstance(AgentInstanceBase):
     source: EnvSource
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.episode = AsyncEpisode.owning(self.source)
+        self.episode = AsyncRowEpisode.owning(self.source)
 
     async def reset(self, states: dict, **kwargs: Any) -> dict:
         observation = await self.episode.start(episode_row(states.get("label")))

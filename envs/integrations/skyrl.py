@@ -23,7 +23,7 @@ import skyrl_gym
 from omegaconf import DictConfig, OmegaConf
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
-from agentrl.integrations.episode import EnvSource, Episode
+from agentrl.integrations.episode import EnvSource, RowEpisode
 from agentrl.registration import ENV_IDS
 
 ENTRY_POINT = "agentrl.integrations.skyrl:AgentrlTextEnv"
@@ -45,7 +45,7 @@ class AgentrlTextEnv(BaseTextEnv):
             self.max_turns = int(self.extras["max_turns"])
             env_kwargs["max_turns"] = self.max_turns
         source = EnvSource(env_id, config.get("base_url"), config.get("token"), env_kwargs)
-        self.episode = Episode(source)
+        self.episode = RowEpisode(source)
 
     def init(self, prompt: ConversationType) -> tuple[ConversationType, dict[str, Any]]:
         """Start the row's episode: the prompt's system messages, then the env's task as the user turn."""

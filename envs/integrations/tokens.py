@@ -16,7 +16,7 @@ from typing import Any
 
 from agentrl.agent_train.transcript import Transcript
 from agentrl.core import StepResult
-from agentrl.integrations.episode import AsyncEpisode, EnvSource
+from agentrl.integrations.episode import AsyncRowEpisode, EnvSource
 
 
 class TokenDriftError(RuntimeError):
@@ -87,14 +87,14 @@ class TokenTranscript:
 
 
 class TokenEpisode(TokenTranscript):
-    """A `TokenTranscript` over an `AsyncEpisode` of `source`: `start` opens the row's episode,
+    """A `TokenTranscript` over an `AsyncRowEpisode` of `source`: `start` opens the row's episode,
     `act` appends a generation, steps the env with its text and appends the observation unless the
     step ended the episode; `close` deletes the server-side episode and the client it opened."""
 
     def __init__(self, source: EnvSource, tokenizer: Any, *, tools: Sequence[Mapping[str, Any]] | None = None,
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
         super().__init__(tokenizer, tools=tools, chat_template_kwargs=chat_template_kwargs)
-        self.episode = AsyncEpisode.owning(source)
+        self.episode = AsyncRowEpisode.owning(source)
 
     async def open(self, row: Mapping[str, Any], system: Sequence[Mapping[str, Any]] = ()) -> list[int]:
         """Open the row's episode; returns the prompt ids."""

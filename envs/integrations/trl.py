@@ -26,7 +26,7 @@ import httpx
 
 from agentrl.client import ServerError
 from agentrl.core import EpisodeOverError
-from agentrl.integrations.episode import EnvSource, Episode, task_text, tool_result
+from agentrl.integrations.episode import EnvSource, RowEpisode, task_text, tool_result
 
 _RESERVED = {"reset", "get_reward"}
 _JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
@@ -42,7 +42,7 @@ class AgentrlToolEnv:
     _source: EnvSource
 
     def __init__(self) -> None:
-        self._episode = Episode(self._source)
+        self._episode = RowEpisode(self._source)
         self._failure: BaseException | None = None
 
     def reset(self, **row: Any) -> str:
@@ -163,7 +163,7 @@ def environment_factory(env_id: str, *, base_url: str | None = None, token: str 
     tools come from one reset's `info["tools"]`, exactly what the model would be shown.
     """
     source = EnvSource(env_id, base_url, token, dict(env_kwargs or {}))
-    probe = Episode(source)
+    probe = RowEpisode(source)
     try:
         probe.start({})
         tools = probe.info.get("tools")

@@ -26,7 +26,7 @@ import httpx
 import verifiers.v1 as vf
 from pydantic import Field
 
-from agentrl.integrations.episode import AsyncEpisode, EnvSource
+from agentrl.integrations.episode import AsyncRowEpisode, EnvSource
 from agentrl.registration import ENV_IDS
 
 REWARD_NAME = "agentrl_reward"
@@ -98,7 +98,7 @@ class AgentrlEnv(vf.Env[AgentrlEnvConfig]):
         data = task.data
         source = EnvSource(data.agentrl_env, data.base_url, _token(self.taskset.config), data.env_kwargs)
         client = source.async_client() if source.base_url is not None else None
-        episode = AsyncEpisode(source, client)
+        episode = AsyncRowEpisode(source, client)
         try:
             observation = await episode.start(data.row())
             async with agents.player.interaction(task) as interaction:

@@ -17,7 +17,7 @@ from agentrl.core import EpisodeOverError
 from agentrl.protocol import ErrorCode, encode_error, encode_error_item
 
 if TYPE_CHECKING:
-    from agentrl.server.episodes import Episode
+    from agentrl.server.episodes import LiveEpisode
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def ended(episode_id: str, reason: str | None) -> ApiError:
                     "restarted)")
 
 
-def gone(ep: Episode) -> ApiError:
+def gone(ep: LiveEpisode) -> ApiError:
     """The answer to a call on an episode closed while the call waited for it."""
     return ended(ep.episode_id, ep.end_reason)
 
@@ -76,7 +76,7 @@ def reset_failed(exc: Exception) -> ApiError:
     return ApiError(400, ErrorCode.ENV_REJECTED, f"reset failed: {type(exc).__name__}: {exc}")
 
 
-def env_raised(ep: Episode, exc: Exception, doing: str) -> ApiError:
+def env_raised(ep: LiveEpisode, exc: Exception, doing: str) -> ApiError:
     """The error answered for a call (`doing`: "stepping", "forking") whose env raised `exc`: a 409
     where the env says the episode is over, else a 500 (a bug in the env)."""
     if isinstance(exc, EpisodeOverError):

@@ -60,7 +60,7 @@ from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor, run_in_order
 from agentrl.server.metrics import Metrics
 from agentrl.server.owners import CALLER
-from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, Transcript
+from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, WatchTranscript
 
 ENDED_KEPT = 65_536  # closed episodes whose ids are remembered with why (about 100 bytes each)
 log = logging.getLogger("agentrl.server")
@@ -69,7 +69,10 @@ StepOutcome = Stepped | ApiError  # what a step is answered with
 
 
 @dataclass(eq=False)
-class Episode:
+class LiveEpisode:
+    """An episode the server holds now: its env, its lock, the answers kept for request ids, and its
+    transcript for watchers (what stays after its close is a `ClosedEpisode`)."""
+
     episode_id: str
     env_id: str
     env: gym.Env
@@ -85,7 +88,7 @@ class Episode:
     owner: str | None = None  # the client key it was made with (`agentrl.server.owners`)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
-    transcript: Transcript = field(default_factory=Transcript)  # for watchers (GET .../transcript, /ui)
+    transcript: WatchTranscript = field(default_factory=WatchTranscript)  # GET .../transcript, /ui
 
     def __post_init__(self) -> None:
         self.step_kind = f"{self.env_id}:step"
@@ -134,7 +137,7 @@ class EpisodeRegistry:
         self.metrics = metrics
         self.env_ids = tuple(config.env_ids or ENV_ENTRY_POINTS)
         self.dispatch = PackedExecutor(config.workers)
-        self.episodes: dict[str, Episode] = {}
+        self.episodes: dict[str, LiveEpisode] = {}
         self.holder = config.resolved_holder()
         self._prefix = self.holder + "."
         self.shutting_down = False
@@ -189,7 +192,7 @@ class EpisodeRegistry:
             raise ApiError(404, ErrorCode.UNKNOWN_ENV,
                            f"unknown env {env_id!r}; served envs: {', '.join(self.env_ids)}")
 
-    def get(self, episode_id: str) -> Episode:
+    def get(self, episode_id: str) -> LiveEpisode:
         """The live episode `episode_id`, if the caller may reach it; else the 404 that says why
         (another client's episode is answered as unknown: its existence is not told)."""
         ep = self.episodes.get(episode_id)
@@ -221,13 +224,13 @@ class EpisodeRegistry:
         finally:
             self._starting -= n
 
-    def new_episode(self, env_id: str, env: gym.Env, seed: int | None) -> Episode:
+    def new_episode(self, env_id: str, env: gym.Env, seed: int | None) -> LiveEpisode:
         """An episode of `env`, under a new id of this holder, not live yet (see `admit`)."""
         episode_id = self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
-        return Episode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window),
+        return LiveEpisode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window),
                        owner=CALLER.get().key)
 
-    def admit(self, ep: Episode) -> None:
+    def admit(self, ep: LiveEpisode) -> None:
         """Make a built episode live."""
         self.episodes[ep.episode_id] = ep
         self.metrics.episodes_created.labels(ep.env_id).inc()
@@ -259,7 +262,7 @@ class EpisodeRegistry:
         options: dict[str, Any] | None = None,
         env_kwargs: dict[str, Any] | None = None,
         request_id: str | None = None,
-    ) -> tuple[Episode | None, dict[str, Any]]:
+    ) -> tuple[LiveEpisode | None, dict[str, Any]]:
         """A new episode, built and reset; returns it and its `EpisodeCreated` answer. A retry of
         `request_id` gets the first create's answer (and its episode, None once closed). The answer
         is what is remembered, not the episode, so that a closed episode's env is freed at its close,
@@ -318,14 +321,16 @@ class EpisodeRegistry:
         self._creates.keep(request_id, answer)
         return encode_item(answer["episode_id"], 201, dumps(answer))
 
-    async def reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None,
+    async def reset(self, ep: LiveEpisode, seed: int | None, options: dict[str, Any] | None,
                     request_id: str | None = None) -> dict[str, Any]:
         """Start a new episode on an existing env (the OpenEnv session's `reset`); returns the first
         observation and info. A retry of `request_id` gets the first reset's answer."""
         key = None if request_id is None else ("reset", request_id)
         return await ep.results.once(key, lambda: self._reset(ep, seed, options))
 
-    async def _reset(self, ep: Episode, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    async def _reset(
+        self, ep: LiveEpisode, seed: int | None, options: dict[str, Any] | None
+    ) -> dict[str, Any]:
         async with ep.lock:
             if ep.closed:
                 raise gone(ep)
@@ -337,7 +342,7 @@ class EpisodeRegistry:
             return first
 
     @staticmethod
-    def _was_reset(ep: Episode, seed: int | None, first: dict[str, Any]) -> None:
+    def _was_reset(ep: LiveEpisode, seed: int | None, first: dict[str, Any]) -> None:
         ep.turns, ep.over, ep.seed = 0, False, seed
         ep.transcript.begin(first)
         ep.last_used = time.monotonic()
@@ -431,7 +436,7 @@ class EpisodeRegistry:
         except ApiError as exc:
             return exc
 
-    async def _step(self, ep: Episode, action: str) -> Stepped:
+    async def _step(self, ep: LiveEpisode, action: str) -> Stepped:
         async with ep.lock:
             ep.check_open("create a new episode")
             started = time.perf_counter()
@@ -442,7 +447,7 @@ class EpisodeRegistry:
             self._stepped(ep, action, stepped, time.perf_counter() - started)
             return stepped
 
-    def _stepped(self, ep: Episode, action: str, stepped: Stepped, seconds: float) -> None:
+    def _stepped(self, ep: LiveEpisode, action: str, stepped: Stepped, seconds: float) -> None:
         result, body = stepped
         self.metrics.stepped(ep.env_id, seconds)
         ep.turns += 1
@@ -506,7 +511,7 @@ class EpisodeRegistry:
         self._closes.keep(key, True)
         return encode_item(item.episode_id, 200, encode_closed(item.episode_id))
 
-    def _take_out(self, episode_id: str, reason: str) -> Episode | None:
+    def _take_out(self, episode_id: str, reason: str) -> LiveEpisode | None:
         """The episode, no longer live (None if there is none by that id)."""
         ep = self.episodes.pop(episode_id, None)
         if ep is not None:
@@ -521,7 +526,7 @@ class EpisodeRegistry:
             self.metrics.episodes_closed.labels(reason).inc()
         return ep
 
-    def _retire(self, ep: Episode, reason: str) -> None:
+    def _retire(self, ep: LiveEpisode, reason: str) -> None:
         ep.closed = True
         self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
                                                time.monotonic() - ep.created, reason, ep.transcript,

@@ -32,7 +32,7 @@ from agentrl.protocol import (
     loads,
 )
 from agentrl.server.answers import ApiError, Remembered, env_raised, gone
-from agentrl.server.episodes import Episode, EpisodeRegistry
+from agentrl.server.episodes import EpisodeRegistry, LiveEpisode
 
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -40,7 +40,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _latest(ep: Episode) -> dict[str, Any]:
+def _latest(ep: LiveEpisode) -> dict[str, Any]:
     """The parent's latest observation and info: the last step's, or the reset's before any step."""
     transcript = ep.transcript
     latest = loads(transcript.steps[-1][1] if transcript.steps else transcript.first)
@@ -76,7 +76,7 @@ class Forks:
         key = None if request_id is None else (episode_id, request_id)
         return await self._requests.once(key, lambda: self._make(parent, n))
 
-    async def _make(self, parent: Episode, n: int) -> list[dict[str, Any]]:
+    async def _make(self, parent: LiveEpisode, n: int) -> list[dict[str, Any]]:
         registry = self.registry
         with registry.reserve(n):
             async with parent.lock:
@@ -93,7 +93,7 @@ class Forks:
         return [{"episode_id": child.episode_id, "env_id": child.env_id, **latest,
                  "parent_id": parent.episode_id, "turns": child.turns} for child in children]
 
-    def _child(self, parent: Episode, env: Any) -> Episode:
+    def _child(self, parent: LiveEpisode, env: Any) -> LiveEpisode:
         child = self.registry.new_episode(parent.env_id, env, parent.seed)
         child.owner = parent.owner  # a fork belongs to whoever holds its parent, the operator's too
         child.turns = parent.turns

@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agentrl.protocol import ErrorCode, check_finite, dumps
 from agentrl.server.answers import ApiError
-from agentrl.server.episodes import Episode, EpisodeRegistry
+from agentrl.server.episodes import EpisodeRegistry, LiveEpisode
 
 SCHEMA: dict[str, Any] = {
     "action": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
@@ -61,7 +61,7 @@ def _observation(episode_id: str, text: str, reward: float | None, terminated: b
 
 async def serve_session(websocket: WebSocket, registry: EpisodeRegistry, env_id: str | None) -> None:
     await websocket.accept()
-    episode: Episode | None = None
+    episode: LiveEpisode | None = None
     try:
         while True:
             raw = await websocket.receive_text()
@@ -105,8 +105,8 @@ async def serve_session(websocket: WebSocket, registry: EpisodeRegistry, env_id:
 
 
 async def _reset(
-    registry: EpisodeRegistry, episode: Episode | None, env_id: str | None, data: dict[str, Any]
-) -> tuple[Episode, bytes]:
+    registry: EpisodeRegistry, episode: LiveEpisode | None, env_id: str | None, data: dict[str, Any]
+) -> tuple[LiveEpisode, bytes]:
     seed = data.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise ApiError(400, ErrorCode.ENV_REJECTED, "seed must be a non-negative integer")
@@ -132,7 +132,7 @@ async def _reset(
     return episode, reply
 
 
-async def _step(registry: EpisodeRegistry, episode: Episode | None, data: dict[str, Any]) -> bytes:
+async def _step(registry: EpisodeRegistry, episode: LiveEpisode | None, data: dict[str, Any]) -> bytes:
     if episode is None:
         raise ApiError(409, ErrorCode.EPISODE_OVER, "send a reset before the first step")
     action = data.get("action", data.get("message"))
@@ -143,7 +143,7 @@ async def _step(registry: EpisodeRegistry, episode: Episode | None, data: dict[s
                         result.truncated, result.info)
 
 
-def _state(episode: Episode | None) -> bytes:
+def _state(episode: LiveEpisode | None) -> bytes:
     if episode is None:
         return dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
     return dumps({"type": "state", "data": {"episode_id": episode.episode_id, "step_count": episode.turns,

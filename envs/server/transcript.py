@@ -14,14 +14,14 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.server.wire import dumps
+from agentrl.protocol import dumps
 
 MAX_TRANSCRIPT_BYTES = 4 * 1024 * 1024
 KEEP_CLOSED = 64
 
 
 @dataclass(eq=False)
-class Transcript:
+class WatchTranscript:
     """The first observation and every (action, encoded `StepResult`) of one episode since its reset."""
 
     first: bytes = b"null"  # the encoded {"observation", "info"} of the last reset
@@ -70,7 +70,7 @@ class ClosedEpisode:
     over: bool
     age_s: float
     reason: str
-    transcript: Transcript
+    transcript: WatchTranscript
     owner: str | None = None  # the client key it was made with (`agentrl.server.owners`)
 
 

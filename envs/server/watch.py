@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from agentrl.core import StepResult
 from agentrl.protocol import API_PREFIX, ErrorBody, dumps
-from agentrl.server.episodes import Episode, EpisodeRegistry
+from agentrl.server.episodes import EpisodeRegistry, LiveEpisode
 from agentrl.server.owners import CALLER
 from agentrl.server.transcript import ClosedEpisode
 
@@ -52,14 +52,16 @@ class TranscriptStep(BaseModel):
     result: StepResult
 
 
-class Transcript(BaseModel):
+class TranscriptPage(BaseModel):
+    """An episode's watch transcript from step `start` on (`GET .../transcript`)."""
+
     episode: EpisodeSummary
     first: FirstObservation
     dropped: int = Field(description="Oldest steps no longer kept (the transcript has a byte budget).")
     steps: list[TranscriptStep] = Field(description="Kept steps numbered `start` and later.")
 
 
-def summary(ep: Episode | ClosedEpisode) -> dict[str, Any]:
+def summary(ep: LiveEpisode | ClosedEpisode) -> dict[str, Any]:
     t = ep.transcript
     if isinstance(ep, ClosedEpisode):
         status, age = "closed", ep.age_s
@@ -70,7 +72,7 @@ def summary(ep: Episode | ClosedEpisode) -> dict[str, Any]:
             "return": t.return_, "started": round(t.started, 3)}
 
 
-def find(registry: EpisodeRegistry, episode_id: str) -> Episode | ClosedEpisode:
+def find(registry: EpisodeRegistry, episode_id: str) -> LiveEpisode | ClosedEpisode:
     """A live episode, else a recently closed one, else the registry's own 404: each only where the
     caller may reach it (`agentrl.server.owners`)."""
     closed = registry.recently_closed.get(episode_id)
@@ -89,7 +91,7 @@ def listing(registry: EpisodeRegistry) -> list[dict[str, Any]]:
     return [summary(ep) for ep in live] + [summary(ep) for ep in closed]
 
 
-def transcript_bytes(ep: Episode | ClosedEpisode, start: int) -> bytes:
+def transcript_bytes(ep: LiveEpisode | ClosedEpisode, start: int) -> bytes:
     """The transcript's JSON, spliced from the step results as they were encoded when they ran."""
     t = ep.transcript
     steps = b",".join(b'{"index":%d,"action":%s,"result":%s}' % (i, dumps(action), body)
@@ -105,7 +107,7 @@ def watch_router(registry: EpisodeRegistry) -> APIRouter:
     async def list_episodes() -> Response:
         return Response(dumps({"episodes": listing(registry)}), media_type=JSON)
 
-    @router.get(f"{API_PREFIX}/episodes/{{episode_id}}/transcript", response_model=Transcript,
+    @router.get(f"{API_PREFIX}/episodes/{{episode_id}}/transcript", response_model=TranscriptPage,
                 responses=ERRORS)
     async def get_transcript(episode_id: str, start: int = Query(0, ge=0, le=2**31)) -> Response:
         """Follow an episode as it grows: ask again with `start` set to the next step's index."""

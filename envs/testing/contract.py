@@ -62,7 +62,7 @@ class Broken(Exception):
 
 
 @dataclass
-class Episode:
+class PlayedEpisode:
     """One played episode: the actions taken and every step seen (the reset first)."""
 
     seed: int
@@ -77,7 +77,7 @@ class Report:
     """What a passed contract played: the reference episodes, and the seconds each promise took."""
 
     env_id: str
-    episodes: list[Episode]
+    episodes: list[PlayedEpisode]
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -119,7 +119,7 @@ def compare(expected: Sequence[Step], got: Sequence[Step], how: str, first: int 
         raise Broken(f"{how}: {len(got) - 1} steps, not {len(expected) - 1}")
 
 
-def play(env: Any, seed: int, actions: Actions | Sequence[Any], max_steps: int) -> Episode:
+def play(env: Any, seed: int, actions: Actions | Sequence[Any], max_steps: int) -> PlayedEpisode:
     """Reset with `seed`, then take the actions (at most `max_steps`) until the episode ends; they
     may be junk (not text) when a check means them to be."""
     observation, info = env.reset(seed=seed)
@@ -131,7 +131,8 @@ def play(env: Any, seed: int, actions: Actions | Sequence[Any], max_steps: int) 
         steps.append(step_view(*result))
         if result[2] or result[3]:
             break
-    return Episode(seed, taken, steps, env.trajectory(), env.messages if hasattr(env, "messages") else [])
+    messages = env.messages if hasattr(env, "messages") else []
+    return PlayedEpisode(seed, taken, steps, env.trajectory(), messages)
 
 
 def take(env: Any, actions: Sequence[Any]) -> list[Step]:
@@ -145,7 +146,7 @@ class Contract:
         self.env_id, self.play = env_id, play
         self.env_kwargs = dict(env_kwargs)
         self.envs = contextlib.ExitStack()
-        self.reference: list[Episode] = []
+        self.reference: list[PlayedEpisode] = []
         self.first_env: Any = None  # the env that played the reference episodes
 
     def make(self) -> Any:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from agentrl.cli import build_parser
-from agentrl.server.wire import is_cluster_url
+from agentrl.protocol import is_cluster_url
 
 
 def test_one_process_stays_the_default():

@@ -1,5 +1,6 @@
 """The typed clients and `ExecOptions`: every option reaches the agent as given, binary stdin over
-HTTP, the sync and async twins agree, and their methods are written out in their class bodies."""
+HTTP, the sync and async twins agree, and their methods (the cluster clients' and their sandboxes'
+too) are written out in their class bodies."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ import httpx
 import pytest
 
 from agentrl.sandbox_server import client as client_module
+from agentrl.sandbox_server import cluster as cluster_module
 from agentrl.sandbox_server.client import AsyncRemoteSandbox, AsyncSandboxClient, RemoteSandbox, SandboxClient
+from agentrl.sandbox_server.cluster import (
+    AsyncClusterSandbox,
+    AsyncSandboxCluster,
+    ClusterSandbox,
+    SandboxCluster,
+)
 from agentrl.sandbox_server.errors import InvalidRequest, SandboxError
 from agentrl.sandbox_server.models import (
     ExecArgs,
@@ -39,7 +47,13 @@ EVERY_OPTION = ExecOptions(
     max_output_bytes=4321,
     keep_alive=True,
 )
-TWINS = ((SandboxClient, AsyncSandboxClient), (RemoteSandbox, AsyncRemoteSandbox))
+TWINS = (
+    (SandboxClient, AsyncSandboxClient),
+    (RemoteSandbox, AsyncRemoteSandbox),
+    (SandboxCluster, AsyncSandboxCluster),
+    (ClusterSandbox, AsyncClusterSandbox),
+)
+CLUSTER_AND_SINGLE = ((SandboxCluster, SandboxClient), (ClusterSandbox, RemoteSandbox))  # one server's twin
 
 
 # -- the options model, without a server ------------------------------------------------------------------
@@ -111,8 +125,9 @@ def test_every_public_method_is_written_in_the_class_body(cls):
         assert method.__qualname__ == f"{cls.__name__}.{name}", f"{cls.__name__}.{name} comes from elsewhere"
 
 
-def test_the_client_module_grows_no_methods():
-    tree = ast.parse(Path(client_module.__file__).read_text())
+@pytest.mark.parametrize("module", [client_module, cluster_module], ids=lambda m: m.__name__)
+def test_the_client_modules_grow_no_methods(module):
+    tree = ast.parse(Path(module.__file__).read_text())
     calls = {
         node.func.id
         for node in ast.walk(tree)
@@ -143,6 +158,19 @@ def test_a_remote_sandbox_has_the_sandbox_methods():
     for name in wanted:
         local = inspect.signature(vars(Sandbox)[name]).parameters
         assert list(inspect.signature(getattr(RemoteSandbox, name)).parameters) == list(local)
+
+
+@pytest.mark.parametrize(("cluster", "single"), CLUSTER_AND_SINGLE, ids=lambda c: c.__name__)
+def test_a_cluster_client_has_the_methods_of_a_single_servers(cluster, single):
+    """Code moves between one sandbox server and several by changing the client's class alone: the
+    same methods, with the same parameters and the same return types."""
+    methods, theirs = _public_methods(cluster), _public_methods(single)
+    assert set(methods) == set(theirs)
+    for name, method in methods.items():
+        ours, other = inspect.signature(method), inspect.signature(theirs[name])
+        assert ours.parameters == other.parameters, f"{cluster.__name__}.{name}{ours} != {other}"
+        if name not in ("create", "get", "__enter__"):  # these return the cluster's own classes
+            assert ours.return_annotation == other.return_annotation, f"{cluster.__name__}.{name}"
 
 
 # -- against the real server ------------------------------------------------------------------------------

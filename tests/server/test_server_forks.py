@@ -28,9 +28,9 @@ from agentrl.client import (
     UnknownEpisodeError,
 )
 from agentrl.flights.oracle import OraclePolicy
+from agentrl.protocol import MAX_FORKS
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
-from agentrl.server.wire import MAX_FORKS
 
 ECHO, FLIGHTS, SEARCH = "agentrl/Echo-v0", "agentrl/Flights-v0", "agentrl/Search-v0"
 NO_RETRY = RetryPolicy(retries=0)

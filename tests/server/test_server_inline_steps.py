@@ -8,11 +8,11 @@ import json
 
 from server_helpers import ECHO, call
 
+from agentrl.protocol import BatchItem
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor
 from agentrl.server.episodes import EpisodeRegistry
 from agentrl.server.metrics import Metrics
-from agentrl.server.wire import BatchItem
 
 KIND = f"{ECHO}:step"
 LONG = {"max_turns": 10**6}  # no episode ends while tested

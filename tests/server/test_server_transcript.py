@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import agentrl.server.transcript as module
-from agentrl.server.transcript import Transcript
+from agentrl.server.transcript import WatchTranscript
 
 
 def test_a_transcript_over_its_budget_lets_the_oldest_steps_go_and_keeps_their_numbers(monkeypatch):
     """A long episode's transcript stays within its byte budget by dropping its oldest steps (in
     constant time each: a step must stay cheap however long the episode), never the first
     observation, and the kept steps keep their numbers."""
-    transcript = Transcript()
+    transcript = WatchTranscript()
     transcript.begin({"observation": "start", "info": {}})
     body = b"x" * 1000
     transcript.record("a", 0.0, body)  # measure one step's size, then fill the budget three times over

@@ -23,17 +23,17 @@ from agentrl.agent_train.credit import (
     collect_branch_groups,
     discounted_returns,
 )
-from agentrl.agent_train.rollout import Episode, RolloutLimits, Rollouts, driver_factory
+from agentrl.agent_train.rollout import RolloutEpisode, RolloutLimits, Rollouts, driver_factory
 from agentrl.agent_train.transcript import Transcript
 
 R2 = math.sqrt(2)
 
 
-def leaf(states: list[str | None], rewards: list[float], fork_turn: int | None = None) -> Episode:
+def leaf(states: list[str | None], rewards: list[float], fork_turn: int | None = None) -> RolloutEpisode:
     """An episode of len(rewards) turns, each turn's generation 2 tokens after 3 prompt tokens."""
     n = len(rewards)
     transcript = Transcript(tokenizer=None, ids=list(range(3 + 4 * n)), mask=([0] * 3 + [1, 1, 0, 0] * n))
-    return Episode(
+    return RolloutEpisode(
         seed=0,
         transcript=transcript,
         reward=sum(rewards),

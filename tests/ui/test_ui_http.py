@@ -12,7 +12,7 @@ import agentrl.server.transcript as transcript_module
 from agentrl.cli import build_parser
 from agentrl.server.cli import config_from_args
 from agentrl.server.local import serve_in_thread
-from agentrl.server.transcript import Transcript
+from agentrl.server.transcript import WatchTranscript
 from agentrl.server.ui_render import text_html, tool_forms
 
 
@@ -148,7 +148,7 @@ def test_forms_follow_the_tool_schemas(http):
 
 def test_a_transcript_keeps_its_byte_budget_and_counts_what_it_let_go(monkeypatch):
     monkeypatch.setattr(transcript_module, "MAX_TRANSCRIPT_BYTES", 1000)
-    t = Transcript()
+    t = WatchTranscript()
     t.begin({"observation": "start", "info": {}})
     for i in range(50):
         t.record(f"action {i}", float(i), b'{"observation":"' + b"x" * 80 + b'"}')
