@@ -48,6 +48,7 @@ class AgentrlTaskData(vf.TaskData):
     seed: int
     split: Literal["train", "test"] | None = "train"
     options: dict[str, Any] = Field(default_factory=dict)
+    native_tools: bool = False
 
     def row(self) -> dict[str, Any]:
         return {"seed": self.seed, "split": self.split, "options": self.options}
@@ -91,7 +92,7 @@ class AgentrlTaskset(vf.Taskset[AgentrlTask, AgentrlTasksetConfig]):
                     name=f"{config.env_id}#{config.split or 'default'}/{seed}",
                     prompt=None,  # the env's first observation opens the exchange
                     agentrl_env=config.env_id, base_url=config.base_url, env_kwargs=config.env_kwargs,
-                    seed=seed, split=config.split, options=config.options,
+                    seed=seed, split=config.split, options=config.options, native_tools=config.native_tools,
                 ),
                 config.task,
             )
@@ -112,7 +113,7 @@ class AgentrlEnv(vf.Env[AgentrlEnvConfig]):
         episode = AsyncEpisode(source, client)
         try:
             observation = await episode.start(data.row())
-            tools = episode.info.get("tools") if self.taskset.config.native_tools else None
+            tools = episode.info.get("tools") if data.native_tools else None
             async with agents.player.interaction(task) as interaction:
                 if tools:
                     interaction.trace.info[TOOLS_KEY] = tools
@@ -123,8 +124,12 @@ class AgentrlEnv(vf.Env[AgentrlEnvConfig]):
                     result = await episode.step(tool_calls_action(calls) if calls else segment.last_reply)
                     if episode.done:
                         break
-                    answer = tool_messages(calls, result.observation) if calls else result.observation
-                    segment = await interaction.turn(answer)
+                    if calls:
+                        answers: vf.Messages = [vf.ToolMessage(**m) for m in
+                                                tool_messages(calls, result.observation)]
+                        segment = await interaction.turn(answers)
+                    else:
+                        segment = await interaction.turn(result.observation)
             interaction.trace.record_reward(REWARD_NAME, episode.reward)
             interaction.trace.info["agentrl_done"] = episode.done
         finally:

@@ -9,6 +9,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -20,8 +21,11 @@ from support import AppServer
 
 from agentrl.core.tool_calls import task_text
 from agentrl.integrations.episode import tool_result
+from agentrl.tau_airline.users import STOP
 
 vf = require("verifiers.v1")
+TAU = "agentrl/TauAirline-v0"
+TAU_DATA = Path(__file__).parents[1] / "tau_airline" / "data_tau2"  # an invented domain, τ²-bench's layout
 
 
 def scripted_model(replies: list[str]) -> tuple[FastAPI, list[list[dict[str, Any]]]]:
@@ -222,3 +226,58 @@ def test_bad_tool_calls_and_plain_replies_are_observations(native):
     assert answers["call_1_1"]["name"] == "invalid_call"
     assert "arguments of 'echo' are not valid JSON" in answers["call_1_1"]["error"]
     assert answers["call_1_2"] == {"name": "echo", "content": "</tool_call>"}  # text that closes no block
+
+
+def test_native_tools_serve_a_tau_airline_chat_customer():
+    """TauAirline-v0 (τ²-bench's layout: its own tool list) with a chat-model customer: the gold's
+    tool calls go through `tool_calls`, its closing message as a plain reply the customer reads. The
+    customer's own requests carry no tools: τ-bench's airline customer has none."""
+    from agentrl.tau_airline.env import TauAirlineEnv, gold_actions
+
+    tasks = TauAirlineEnv(TAU_DATA).data.tasks
+    index, actions = next((i, a) for i, t in enumerate(tasks) if len(a := gold_actions(t)) > 1
+                          and a[0].startswith("<tool_call>") and not a[-1].startswith("<tool_call>"))
+    agent = [[(c["name"], json.dumps(c["arguments"]))] for c in map(as_call, actions[:-1])]
+    agent_plan = by_turn([*agent, actions[-1]])
+
+    def plan(messages: list[dict[str, Any]]) -> list[tuple[str, str]] | str:
+        if messages[0]["role"] == "system":  # the customer: an opening, then the end of the chat
+            return STOP if any(m["role"] == "assistant" for m in messages) else "Hi, I need some help."
+        return agent_plan(messages)
+
+    app, bodies = tool_call_model(plan)
+    with AppServer(app) as model:
+        env_kwargs = {"data_dir": str(TAU_DATA), "user": "llm", "user_model": "customer",
+                      "user_base_url": f"{model.url}/v1"}
+        expected = replay_tau(env_kwargs, index, actions)
+        del bodies[:]
+        config = vf.resolve_env_config({"taskset": {
+            "id": "agentrl-verifiers", "env_id": TAU, "env_kwargs": env_kwargs, "split": None,
+            "options": {"task_index": index}, "num_tasks": 1, "native_tools": True}})
+        episode = asyncio.run(one_rollout(vf.load_environment(config), model.url))
+
+    assert episode.ok, episode.errors
+    assert expected[-1][1] == 1.0 == episode.traces[0].rewards["agentrl_reward"].score
+    customer = [b for b in bodies if b["model"] == "customer"]
+    agent_bodies = [b for b in bodies if b["model"] != "customer"]
+    assert len(customer) == 2 and not any("tools" in b for b in customer)
+    specs = tool_specs(TAU, data_dir=str(TAU_DATA))
+    assert specs != TauAirlineEnv.tool_specs()  # this layout offers fewer tools than the class defines
+    assert len(agent_bodies) == len(actions) and all(b["tools"] == specs for b in agent_bodies)
+    messages = agent_bodies[-1]["messages"]
+    assert messages[0]["content"] == task_text(expected[0][0])
+    assert messages[0]["content"].endswith("# Customer\nHi, I need some help.")
+    answers = [m["content"] for m in messages if m["role"] == "tool"]
+    assert answers == [tool_result(o) for o, _ in expected[1:-1]]
+    assert customer[-1]["messages"][-1] == {"role": "user", "content": actions[-1]}  # the plain reply
+
+
+def replay_tau(env_kwargs: dict[str, Any], index: int, actions: Sequence[str]) -> list[tuple[str, float]]:
+    """(observation, reward) after reset and after each action of one in-process TauAirline-v0 episode."""
+    env = gym.make(TAU, **env_kwargs)
+    try:
+        trace = [(env.reset(seed=0, options={"task_index": index})[0], 0.0)]
+        trace += [(o, r) for o, r, *_ in map(env.step, actions)]
+    finally:
+        env.close()
+    return trace
