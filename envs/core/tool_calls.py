@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl.core.base import CALL_HINT, TOOLS_HEADER
-from agentrl.core.parsing import CALL_CLOSE, CALL_OPEN
+from agentrl.core.encoding import has_surrogate
+from agentrl.core.parsing import CALL_CLOSE, CALL_OPEN, ParsedCall, decode_call
 
 RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"  # `tools.tool_response`'s lines
 # the tool message of a call whose result the env did not give apart (see `tool_messages`)
@@ -40,18 +41,31 @@ def task_text(observation: str) -> str:
 
 def tool_calls_action(tool_calls: Sequence[Any]) -> str:
     """A reply's `tool_calls` (the chat API's wire form) as the env's action: one `<tool_call>` block
-    per call, in order, so that the env answers each with one `<tool_response>`.
+    per call, in order, so that the env answers each with one `<tool_response>`. A reply's text
+    besides its calls is not part of the action (a tool env reads only the calls of a reply that
+    has some).
 
-    Nothing is checked here: a call without a name, arguments that are not JSON or a tool the env
-    lacks reach the env, which answers them with an error result, as it answers such text calls.
-    `<` is written as its JSON escape, so no argument can close a block early."""
+    Arguments the env's reader accepts are written as the JSON object they encode, as a model
+    writing text calls writes them; anything else (no name, arguments that are not JSON) is passed
+    on as it came, for the env to answer with an error result, as it answers such text calls. `<` is
+    written as its JSON escape, so that no name or argument can close a block early."""
     blocks = []
     for call in tool_calls:
         function = call.get("function") if isinstance(call, Mapping) else None
         function = function if isinstance(function, Mapping) else {}
-        body = {"name": function.get("name"), "arguments": function.get("arguments")}
-        blocks.append(CALL_OPEN + json.dumps(body, ensure_ascii=False).replace("<", "\\u003c") + CALL_CLOSE)
+        body = _json({"name": function.get("name"), "arguments": function.get("arguments")})
+        read = decode_call(body)
+        if isinstance(read, ParsedCall):
+            body = _json({"name": read.name, "arguments": read.arguments})
+        blocks.append(CALL_OPEN + body.replace("<", "\\u003c") + CALL_CLOSE)
     return "\n".join(blocks)
+
+
+def _json(value: Any) -> str:
+    """`value` as JSON text, non-ASCII kept as it is unless it holds a lone surrogate (which no
+    UTF-8 transport carries; escaped, the env's reader still rejects it)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return json.dumps(value) if has_surrogate(text) else text
 
 
 def response_bodies(observation: str) -> list[str] | None:

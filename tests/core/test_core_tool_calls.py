@@ -128,3 +128,18 @@ def test_task_text_drops_the_listing_and_keeps_what_follows_it(echo):
     assert task_text("task" + TOOLS_HEADER + '{"type": "function"}' + CALL_HINT + "\n\n# Customer\nHi") == (
         "task\n\n# Customer\nHi")
     assert task_text("no listing here") == "no listing here"
+
+
+def test_readable_arguments_are_written_as_a_model_writes_text_calls():
+    action = tool_calls_action([wire("echo", '{"text": "café"}', "a")])
+    assert action == '<tool_call>{"name": "echo", "arguments": {"text": "café"}}</tool_call>'
+
+
+def test_a_lone_surrogate_is_answered_and_the_action_stays_utf8(echo):
+    surrogate = json.loads('"\\ud800"')  # what a server's JSON can decode to
+    calls = [wire("echo", '{"text": "' + surrogate + '"}', "a"), wire("echo", {"text": surrogate}, "b")]
+    action = tool_calls_action(calls)
+    action.encode("utf-8")  # a lone surrogate would raise here: no transport could carry the action
+    messages, decoded = answer(echo, calls)
+    assert [d["name"] for d in decoded] == ["invalid_call", "invalid_call"]
+    assert all("lone surrogate" in d["error"] for d in decoded)
