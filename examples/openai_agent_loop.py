@@ -21,6 +21,7 @@ import gymnasium as gym
 import httpx
 
 import agentrl  # noqa: F401  (registers the env ids)
+from agentrl.core.tool_calls import task_text, tool_calls_action, tool_messages
 from agentrl.driver import Episode, play
 
 TOOLS = ("execute_bash", "read_file")
@@ -30,16 +31,6 @@ SYSTEM = (
 )
 
 
-def tool_result(observation: str) -> str:
-    """The text inside the env's <tool_response>, as the chat API's tool message wants it."""
-    body = observation.partition("<tool_response>")[2].rpartition("</tool_response>")[0].strip()
-    try:
-        payload = json.loads(body)
-    except json.JSONDecodeError:
-        return observation
-    return str(payload.get("content", payload.get("error", "")))
-
-
 def chat(llm: httpx.Client, model: str, messages: list[dict[str, Any]], tools: list[dict]) -> dict[str, Any]:
     response = llm.post("/chat/completions", json={"model": model, "messages": messages, "tools": tools})
     response.raise_for_status()
@@ -47,47 +38,40 @@ def chat(llm: httpx.Client, model: str, messages: list[dict[str, Any]], tools: l
 
 
 class ChatPolicy:
-    """The chat model as the episode driver's policy: each tool call the model makes is one env
-    step, and a reply without a tool call is its final answer, sent as `finish`. `messages` is the
-    chat the model saw; the tool listing goes to the API typed, so the task text goes without it."""
+    """The chat model as the episode driver's policy: each reply's tool calls are one env step, and
+    a reply without a tool call is its final answer, sent as `finish`. `messages` is the chat the
+    model saw; the tool listing goes to the API typed, so the task text goes without it, and the
+    env's results come back as one tool message per call (`agentrl.core.tool_calls`)."""
 
     def __init__(self, llm: httpx.Client, model: str, max_turns: int) -> None:
         self.llm, self.model, self.max_turns = llm, model, max_turns
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
-        self.pending: list[dict[str, Any]] = []  # tool calls of the model's last reply not yet run
-        self.call_id: str | None = None  # the tool call whose result the next observation is
+        self.calls: list[dict[str, Any]] = []  # the tool calls the next observation answers
         self.asked = 0
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str | None:
         if not self.messages:  # the task
             self.tools = [spec for spec in info["tools"] if spec["function"]["name"] in TOOLS]
-            task = observation.split("\n\n# Tools", 1)[0]
+            task = task_text(observation)
             self.messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
         else:
             self.observe(observation)
-        if not self.pending:
-            if self.asked == self.max_turns:
-                return None
-            self.asked += 1
-            message = chat(self.llm, self.model, self.messages, self.tools)
-            self.messages.append({k: v for k, v in message.items() if v is not None})
-            self.pending = list(message.get("tool_calls") or [])
-            if not self.pending:  # a reply without tools is the final answer
-                action = json.dumps({"name": "finish", "arguments": {"answer": message.get("content") or ""}})
-                return f"<tool_call>{action}</tool_call>"
-        tool_call = self.pending.pop(0)
-        self.call_id = tool_call["id"]
-        function = tool_call["function"]
-        action = json.dumps({"name": function["name"], "arguments": function.get("arguments") or "{}"})
-        return f"<tool_call>{action}</tool_call>"
+        if self.asked == self.max_turns:
+            return None
+        self.asked += 1
+        message = chat(self.llm, self.model, self.messages, self.tools)
+        self.messages.append({k: v for k, v in message.items() if v is not None})
+        self.calls = list(message.get("tool_calls") or [])
+        if not self.calls:  # a reply without tools is the final answer
+            action = json.dumps({"name": "finish", "arguments": {"answer": message.get("content") or ""}})
+            return f"<tool_call>{action}</tool_call>"
+        return tool_calls_action(self.calls)
 
     def observe(self, observation: str) -> None:
-        """The result of the last tool call, as the chat API's tool message."""
-        if self.call_id is not None:
-            content = tool_result(observation)
-            self.messages.append({"role": "tool", "tool_call_id": self.call_id, "content": content})
-            self.call_id = None
+        """The results of the last reply's tool calls, as the chat API's tool messages."""
+        self.messages += tool_messages(self.calls, observation)
+        self.calls = []
 
 
 def run_episode(

@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 TRUNCATION_MARK = "\n...[truncated {n} characters]"
+# What `ToolEnv`'s first observation puts between the task and what follows it: the header, the tool
+# listing, then the hint. A chat API that takes the tools typed gets the observation without them.
+TOOLS_HEADER = "\n\n# Tools\nYou may call one or more functions. Available tools:\n"
+CALL_HINT = (
+    '\n\nCall a tool as <tool_call>{"name": <tool-name>, "arguments": <args-json>}</tool_call>. '
+    "Results come back inside <tool_response></tool_response>."
+)
 
 
 class EpisodeOverError(RuntimeError):
@@ -316,12 +323,7 @@ class ToolEnv(TextEnv):
         self._shown: list[str] = []  # the digests of the tool results shown so far, sorted (`_state`)
         self._task_digest: tuple[str | None, str] = (None, "")  # the task text and its digest
         specs = self._trace_tools()
-        observation = (
-            f"{task}\n\n# Tools\nYou may call one or more functions. Available tools:\n"
-            + self._tools_text(specs)
-            + '\n\nCall a tool as <tool_call>{"name": <tool-name>, "arguments": <args-json>}'
-            "</tool_call>. Results come back inside <tool_response></tool_response>."
-        )
+        observation = task + TOOLS_HEADER + self._tools_text(specs) + CALL_HINT
         return observation, {**info, "tools": specs, **self._step_info()}
 
     def _act(self, action: str) -> StepResult:

@@ -101,7 +101,9 @@ def _junk(value: Any) -> str | None:
     return None
 
 
-def _decode_call(body: str) -> ParsedCall | ParseFailure:
+def decode_call(body: str) -> ParsedCall | ParseFailure:
+    """One call's JSON (what a `<tool_call>` block holds, or an OpenAI tool call), read as
+    `parse_tool_calls` reads each block."""
     raw = body.strip()
     if has_surrogate(raw):
         return ParseFailure(
@@ -146,7 +148,7 @@ def parse_tool_calls(text: str, max_calls: int = 16) -> list[ParsedCall | ParseF
         if close < 0:
             items.append(ParseFailure(f"a {CALL_OPEN} was opened but never closed with {CALL_CLOSE}"))
             break
-        items.append(_decode_call(text[start + len(CALL_OPEN):close]))
+        items.append(decode_call(text[start + len(CALL_OPEN):close]))
         start = text.find(CALL_OPEN, close + len(CALL_CLOSE))
     if len(items) > max_calls:
         surplus = ParseFailure(f"too many tool calls in one turn; only the first {max_calls} ran")

@@ -15,14 +15,13 @@ from typing import Any
 
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl import driver
+from agentrl.core.tool_calls import task_text
 from agentrl.core.tools import TOOL_RESPONSE
 from agentrl.driver import EnvSource
 
 __all__ = ["AsyncRowEpisode", "EnvSource", "EpisodeStart", "RowEpisode", "task_text", "tool_result"]
 
 SPLITS = ("train", "test")
-# ToolEnv's first observation is the task, then this header and the tool listing (agentrl.core.base)
-TOOLS_HEADER = "\n\n# Tools\n"
 
 
 @dataclass(frozen=True)
@@ -84,13 +83,6 @@ class AsyncRowEpisode(driver.AsyncEpisode):
     async def start(self, row: Mapping[str, Any]) -> str:
         begin = EpisodeStart.from_row(row)
         return await self.begin(begin.seed, begin.reset_options())
-
-
-def task_text(observation: str) -> str:
-    """The first observation without the env's own tool listing, for frameworks whose chat template
-    shows the tools itself (TRL); an observation without the listing comes back whole."""
-    head, found, _ = observation.partition(TOOLS_HEADER)
-    return head if found else observation
 
 
 def tool_result(observation: str) -> str:

@@ -13,7 +13,11 @@ verifiers finds a taskset by its top-level module, so the taskset id is `agentrl
 
 `AgentrlChatHarness` is the taskset's default harness: one chat completion per turn, in-process,
 through the rollout's interception endpoint. agentrl actions are raw text (tool calls inside the
-reply), so the model needs no tool API, no sandbox and no program to install.
+reply), so the model needs no tool API, no sandbox and no program to install. With the taskset's
+`native_tools` the env's tools go to the server typed, as OpenAI `tools`, and the first observation
+goes without its tool listing. Either way a reply's `tool_calls` are its action (one `<tool_call>`
+each, `agentrl.core.tool_calls`) and their results go back as `role: tool` messages; a reply with
+no `tool_calls` is the action as it is.
 """
 
 from __future__ import annotations
@@ -26,10 +30,13 @@ import httpx
 import verifiers.v1 as vf
 from pydantic import Field
 
+from agentrl.core.tool_calls import task_text, tool_calls_action, tool_messages
 from agentrl.integrations.episode import AsyncRowEpisode, EnvSource
 from agentrl.registration import ENV_IDS
 
 REWARD_NAME = "agentrl_reward"
+# the trace's info key of the tools a `native_tools` episode offers, read by the harness
+TOOLS_KEY = "agentrl_tools"
 
 
 class AgentrlTaskData(vf.TaskData):
@@ -41,6 +48,7 @@ class AgentrlTaskData(vf.TaskData):
     seed: int
     split: Literal["train", "test"] | None = "train"
     options: dict[str, Any] = Field(default_factory=dict)
+    native_tools: bool = False
 
     def row(self) -> dict[str, Any]:
         return {"seed": self.seed, "split": self.split, "options": self.options}
@@ -65,6 +73,10 @@ class AgentrlTasksetConfig(vf.TasksetConfig):
     """Tasks are seeds first_seed .. first_seed + num_tasks - 1."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Reset options of every task (for Flights-v0: `family`, `level`)."""
+    native_tools: bool = False
+    """Offer the env's tools as the request's OpenAI `tools` (the server must parse tool calls, e.g.
+    vLLM's `--enable-auto-tool-choice --tool-call-parser ...`) and send the first observation without
+    its tool listing; off, the observation lists the tools and the model writes `<tool_call>` text."""
 
 
 class AgentrlTaskset(vf.Taskset[AgentrlTask, AgentrlTasksetConfig]):
@@ -80,7 +92,7 @@ class AgentrlTaskset(vf.Taskset[AgentrlTask, AgentrlTasksetConfig]):
                     name=f"{config.env_id}#{config.split or 'default'}/{seed}",
                     prompt=None,  # the env's first observation opens the exchange
                     agentrl_env=config.env_id, base_url=config.base_url, env_kwargs=config.env_kwargs,
-                    seed=seed, split=config.split, options=config.options,
+                    seed=seed, split=config.split, options=config.options, native_tools=config.native_tools,
                 ),
                 config.task,
             )
@@ -101,13 +113,23 @@ class AgentrlEnv(vf.Env[AgentrlEnvConfig]):
         episode = AsyncRowEpisode(source, client)
         try:
             observation = await episode.start(data.row())
+            tools = episode.info.get("tools") if data.native_tools else None
             async with agents.player.interaction(task) as interaction:
+                if tools:
+                    interaction.trace.info[TOOLS_KEY] = tools
+                    observation = task_text(observation)
                 segment = await interaction.turn(observation)
                 while not segment.terminated:
-                    result = await episode.step(segment.last_reply)
+                    calls = _tool_calls(segment)
+                    result = await episode.step(tool_calls_action(calls) if calls else segment.last_reply)
                     if episode.done:
                         break
-                    segment = await interaction.turn(result.observation)
+                    if calls:
+                        answers: vf.Messages = [vf.ToolMessage(**m) for m in
+                                                tool_messages(calls, result.observation)]
+                        segment = await interaction.turn(answers)
+                    else:
+                        segment = await interaction.turn(result.observation)
             interaction.trace.record_reward(REWARD_NAME, episode.reward)
             interaction.trace.info["agentrl_done"] = episode.done
         finally:
@@ -116,6 +138,16 @@ class AgentrlEnv(vf.Env[AgentrlEnvConfig]):
             finally:
                 if client is not None:
                     await client.aclose()
+
+
+def _tool_calls(segment: vf.Segment) -> list[dict[str, Any]]:
+    """The `tool_calls` of the segment's last reply, in the chat API's wire form ([] when none)."""
+    from verifiers.v1.dialects.chat import message_to_wire
+
+    replies = [m for m in segment.messages if m.role == "assistant"]
+    if not replies:
+        return []
+    return message_to_wire(replies[-1]).get("tool_calls") or []
 
 
 def _token(config: vf.TasksetConfig) -> str | None:
@@ -150,7 +182,10 @@ class AgentrlChatHarness(vf.Harness[AgentrlChatConfig]):
             messages.append({"role": "user", "content": prompt})
         elif prompt is not None:
             messages.extend(message_to_wire(m) for m in prompt)
-        body = {"model": ctx.model, "messages": messages}
+        body: dict[str, Any] = {"model": ctx.model, "messages": messages}
+        tools = trace.info.get(TOOLS_KEY)
+        if tools:
+            body["tools"] = tools
         async with httpx.AsyncClient(timeout=self.config.timeout_s) as http:
             response = await http.post(f"{endpoint.rstrip('/')}/chat/completions", json=body,
                                        headers={"Authorization": f"Bearer {secret}"})

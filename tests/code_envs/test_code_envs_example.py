@@ -58,7 +58,8 @@ def scripted_policy(requests: list[dict[str, Any]]) -> FastAPI:
                 ],
             }
         else:
-            message = {"role": "assistant", "content": messages[-1]["content"].split()[-1]}
+            output = json.loads(messages[-1]["content"])["content"]  # the tool message's result body
+            message = {"role": "assistant", "content": output.split()[-1]}
         return {
             "id": "x",
             "object": "chat.completion",
@@ -105,4 +106,5 @@ def test_agent_loop_solves_a_task_through_the_server(docker_backend):
     assert [t["function"]["name"] for t in first["tools"]] == ["execute_bash", "read_file"]
     assert requests[0]["auth"] == "Bearer k" and first["model"] == "stand-in"
     assert "# Tools" not in first["messages"][1]["content"]
-    assert messages[3]["content"].startswith("[exit code 0]")
+    assert messages[3]["tool_call_id"] == "call_1"
+    assert json.loads(messages[3]["content"])["content"].startswith("[exit code 0]")

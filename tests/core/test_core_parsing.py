@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentrl.core import ParsedCall, ParseFailure, parse_tool_calls
-from agentrl.core.parsing import _decode_call
+from agentrl.core.parsing import decode_call
 
 
 def test_single_call_with_arguments():
@@ -79,7 +79,7 @@ def test_calls_are_found_as_the_lazy_pattern_finds_them(text):
     expected: list[ParsedCall | ParseFailure] = []
     end = 0
     for match in pattern.finditer(text):
-        expected.append(_decode_call(match.group(1)))
+        expected.append(decode_call(match.group(1)))
         end = match.end()
     if "<tool_call>" in text[end:]:
         expected.append(ParseFailure("a <tool_call> was opened but never closed with </tool_call>"))
