@@ -24,7 +24,7 @@ from agentrl.sandbox_server.openapi import allowed_methods
 from agentrl.sandbox_server.server_state import ServerState
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503, 507)
 }
 
 
