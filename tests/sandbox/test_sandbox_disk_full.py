@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from conftest import TOKEN
 from support import AppServer
 
 from agentrl.sandbox_server import DiskFull, SandboxClient
@@ -34,7 +33,7 @@ def tar_of(name: str, data: bytes) -> bytes:
 
 @pytest.fixture
 def client(server) -> Iterator[SandboxClient]:
-    with SandboxClient(server.url, token=TOKEN) as made:
+    with SandboxClient(server.url, token=server.token) as made:
         yield made
 
 
@@ -51,7 +50,7 @@ def test_a_full_workspace_fails_writes_clearly_and_nothing_else(server, client):
         # the workspace now full: a small write (in one call, not staged) fails the same way, over HTTP
         # as 507 with its kind
         reply = httpx.put(f"{server.url}/v1/sandboxes/{full.sandbox_id}/files", params={"path": "a.txt"},
-                          content=b"hi", headers={"Authorization": f"Bearer {TOKEN}"})
+                          content=b"hi", headers={"Authorization": f"Bearer {server.token}"})
         assert reply.status_code == 507 and reply.json()["kind"] == "disk_full", reply.text
         # the server and another sandbox are untouched
         other.write_file("big.bin", TWO_MIB)
