@@ -21,7 +21,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxDead, SandboxError
+from agentrl.sandbox_server.errors import DiskFull, InvalidRequest, SandboxDead, SandboxError
 
 
 def _agent_source() -> str:
@@ -176,6 +176,10 @@ class AgentLink:
                 raise FileNotFoundError(error)
             if reply.get("kind") == "invalid":
                 raise InvalidRequest(error)
+            if reply.get("kind") == "disk_full":
+                raise DiskFull(f"no space left in the sandbox: its /workspace (disk_mb MiB) or the space it "
+                               f"stages uploads in (tmp_mb) is full; remove files or ask a larger disk_mb: "
+                               f"{error}")
             raise SandboxError(error)
         return reply
 
