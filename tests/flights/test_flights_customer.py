@@ -111,6 +111,8 @@ def test_the_default_is_still_the_whole_request(make_flights):
     assert info["task"]["text"] in observation and env.customer is None
     assert "No tool call found" in env.step("What date?")[0]
     with pytest.raises(ValueError, match="user must be"):
+        make_flights(user="scripted")
+    with pytest.raises(ValueError, match="user_model and user_base_url"):
         make_flights(user="llm")
 
 
