@@ -261,7 +261,9 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     def _act(self, action: str) -> StepResult:
         if self.customer is None or parse_tool_calls(action, self.max_calls_per_turn):
             return super()._act(action)
-        return self.customer.turn(action, self._step_calls, self._step_reward(), self._step_info())
+        result = self.customer.turn(action, self._step_calls, self._step_reward(), self._step_info())
+        self._show(result.observation)  # what the customer told is known from here on
+        return result
 
     def _trace_meta(self) -> dict[str, Any]:
         return {"user": self.customer.settings()} if self.customer is not None else {}
