@@ -27,7 +27,7 @@ The customer's state (the turns so far) is plain data, so a fork deep-copies it.
 With `user="llm"` a chat model plays the same customer (`LLMCustomer`): the same opening message,
 then the model answers each question from the whole request, told in its system message to give
 only what was asked (`LLM_GUIDELINES`), through the OpenAI-compatible client TauAirline-v0's
-customer uses (`agentrl.tau_airline.users.LLMUser`).
+customer uses (`agentrl.core.users.LLMUser`).
 
 Either way, `progress` (and the shaped reward built on it) counts a subgoal only once the customer
 has told the value that identifies it (`identifying`): a search of the right route on a guessed
@@ -42,8 +42,8 @@ from typing import Any
 
 from agentrl.core.results import StepResult
 from agentrl.core.trajectory import call_record
+from agentrl.core.users import LLMUser
 from agentrl.flights.text import airport
-from agentrl.tau_airline.users import LLMUser
 
 USER_KINDS = (None, "deterministic", "llm")
 UNKNOWN_REPLY = "Sorry, I don't know what you mean. What do you need to know from me?"

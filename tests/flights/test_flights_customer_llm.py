@@ -13,12 +13,12 @@ import pytest
 from fastapi import FastAPI
 from support import AppServer
 
+from agentrl.core.users import UserModelError
 from agentrl.demo import play_episode
 from agentrl.flights.asking import QUESTIONS, AskFirst
 from agentrl.flights.customer import FACTS_HEADING, GREETING, LLM_GUIDELINES, UNKNOWN_REPLY, asked
 from agentrl.flights.oracle import OraclePolicy, call
 from agentrl.flights.tasks import FAMILIES, LEVELS
-from agentrl.tau_airline.users import UserModelError
 
 SEEDS = range(90_000, 90_004)  # per family
 
