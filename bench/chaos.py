@@ -284,9 +284,10 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}/v1/cluster"
     command = [sys.executable, "-m", "agentrl", "serve", "--processes", "2", "--port", str(port), "--no-ui",
                "--env", ECHO, "--env", FLIGHTS]
-    if args.ray:  # Ray on loopback, no dashboard or usage report (see docs/cluster.md)
+    if args.ray:  # every Ray service on 127.0.0.1 (Ray's single-machine switch), no usage report
         command += ["--ray", "--ray-cpus", "0.5"]
-        os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+        os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="disabled",
+                          RAY_USAGE_STATS_ENABLED="0")
     with processes.started(command, lambda: processes.answers(url)):
         began = time.perf_counter()
         got, run, stats = asyncio.run(_chaos(url, episodes, min_kills, concurrency, every_s, args.seed))
