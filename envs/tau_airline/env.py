@@ -284,6 +284,7 @@ class TauAirlineEnv(ToolEnv):
                               False, {"calls": [], "invalid_calls": 0})
         self.said.append(message)
         reply = self.user.reply(message)
+        self._show(reply)  # what the customer answered is known from here on: part of the state
         self._step_calls.append(call_record(RESPOND, {"content": message}, True, reply))
         over = STOP in reply
         reward = self._final_reward() if over else 0.0
