@@ -46,6 +46,7 @@ from agentrl.client_wire import Call, _Wire
 from agentrl.protocol import (
     API_PREFIX,
     CLUSTER_PATH,
+    MAX_BATCH,
     SEED_MAX,
     ClusterMap,
     EpisodeCreated,
@@ -60,6 +61,8 @@ REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
 LOST_GRACE_S = 2.0  # a holder this client lost takes no new episode for this long, whatever the map says
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
+REPLAY_BATCH_CHARS = 1 << 20  # action characters per batch of replayed steps (a server takes 16 MiB)
+REPLAY_BATCH_S = 1.0  # the recorded seconds of the steps in one batch of replayed steps
 _EPISODE_PATH = re.compile(rf"{API_PREFIX}/episodes/([^/]+)(/.*)?")
 
 CallOutcome = Any  # a call's parsed answer, or the ServerError / httpx.TransportError it raised
@@ -99,7 +102,9 @@ DIGEST_FIELDS = ("observation", "info", "reward", "terminated", "truncated")
 @dataclass
 class Recipe:
     """What re-creates one live episode: how it was made, and each reset and step since, with a
-    digest of what each answered (`ops`: ("reset", seed, options, digest) or ("step", action, digest))."""
+    digest of what each answered (`ops`: ("reset", seed, options, digest) or ("step", action,
+    seconds, digest), where seconds is how long the step's call took, which bounds its replay's
+    batches)."""
 
     env_id: str
     seed: int
@@ -116,11 +121,14 @@ class Recipe:
 
 @dataclass
 class ReplayStats:
-    """What replays cost this client: episodes replayed, steps replayed, time spent replaying."""
+    """What replays cost this client: episodes replayed, steps replayed, time spent replaying, and
+    the part of that time spent creating the new episodes (a world's build, a sandbox's start),
+    apart because it does not grow with the steps."""
 
     episodes: int = 0
     steps: int = 0
     seconds: float = 0.0
+    create_seconds: float = 0.0  # within `seconds`
     lost: int = 0  # episodes that could not be replayed (`EpisodeLostError`)
 
 
@@ -253,6 +261,7 @@ class Router:
     def _on_episode(self, episode_id: str, recipe: Recipe, verb: str,
                     call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         for attempt in range(MAX_REPLAY_TRIES + 1):
+            sent = time.perf_counter()
             if recipe.holder in self.map:
                 got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
             else:  # the cluster no longer lists its holder
@@ -273,11 +282,13 @@ class Router:
             yield from self._replay(episode_id, recipe)
         if isinstance(got, BaseException):
             raise got
-        return self._record(episode_id, recipe, verb, call, got)
+        return self._record(episode_id, recipe, verb, call, got, time.perf_counter() - sent)
 
-    def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any) -> Any:
+    def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any,
+                seconds: float) -> Any:
+        """Note a call's answer in the episode's recipe (a step with the `seconds` it took)."""
         if verb == "step":
-            recipe.ops.append(("step", call.body["action"],  # type: ignore[index]  # a step call has a body
+            recipe.ops.append(("step", call.body["action"], seconds,  # type: ignore[index]  # a step call has a body
                                _digest(got.observation, got.info, got.reward, got.terminated, got.truncated)))
         elif verb == "reset":
             body = call.body or {}
@@ -316,12 +327,13 @@ class Router:
         started = time.perf_counter()
         old_holder = recipe.holder
         tried: frozenset[str] = frozenset({old_holder})
+        creates: list[float] = []  # each try's create, in seconds
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick(tried)
             tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1
             try:
-                replayed = yield from self._replay_on(name, episode_id, recipe)
+                replayed = yield from self._replay_on(name, episode_id, recipe, creates)
             finally:
                 self.own[name] -= 1
             if replayed is not None:
@@ -331,20 +343,29 @@ class Router:
                 self.stats.episodes += 1
                 self.stats.steps += recipe.steps()
                 self.stats.seconds += time.perf_counter() - started
+                self.stats.create_seconds += sum(creates)
                 return
             self._lose(name)
         self.stats.lost += 1
         self._forget(episode_id)
         raise EpisodeLostError(episode_id, f"no holder could take its replay in {MAX_REPLAY_TRIES} tries")
 
-    def _replay_on(self, name: str, episode_id: str,
-                   recipe: Recipe) -> Generator[Request, CallOutcome, str | None]:
+    def _replay_on(self, name: str, episode_id: str, recipe: Recipe,
+                   creates: list[float]) -> Generator[Request, CallOutcome, str | None]:
         """The new episode's id on `name`, or None if `name` was lost meanwhile; raises
-        `EpisodeLostError` where an answer differs from the one the caller received."""
+        `EpisodeLostError` where an answer differs from the one the caller received. The seconds
+        its create took are appended to `creates`.
+
+        The steps between resets go in batches (`POST /v1/step`, which steps one episode's items in
+        their order): one round trip per `REPLAY_BATCH_CHARS` of actions instead of one per step, so
+        a replayed step costs about what the env's step costs, not a wait in the holder's queue
+        behind every other episode's step (measured in bench/cluster.py's replay row)."""
         url = self._url(name)
         create = _Wire.create(recipe.env_id, recipe.seed, recipe.options, recipe.env_kwargs)
         create = dataclasses.replace(create, body={**create.body, "replay_of": recipe.server_id})  # type: ignore[dict-item]  # has a body
+        began = time.perf_counter()
         got = yield url, create
+        creates.append(time.perf_counter() - began)
         if _is_loss(got):
             return None
         if isinstance(got, BaseException):
@@ -354,21 +375,25 @@ class Router:
             yield from self._differs(url, episode_id, new_id, recipe, "its first answer", digest,
                                      recipe.first)
         step = 0
-        for op in recipe.ops:
-            if op[0] == "step":
-                step += 1
-                got = yield url, _Wire.step(new_id, op[1], None)
+        for ops in _batches(recipe.ops):
+            if ops[0][0] == "reset":
+                answers = [(yield url, _Wire.reset(new_id, ops[0][1], ops[0][2]))]
             else:
-                got = yield url, _Wire.reset(new_id, op[1], op[2])
-            if _is_loss(got):
-                return None
-            if isinstance(got, BaseException):
-                raise got
-            digest = _digest(got.observation, got.info, got.reward, got.terminated, got.truncated) \
-                if op[0] == "step" else _digest(got.observation, got.info)
-            if digest != op[-1]:
-                what = f"step {step} ({op[1][:60]!r})" if op[0] == "step" else f"the reset after step {step}"
-                yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
+                got = yield url, _Wire.step_batch([(new_id, op[1]) for op in ops])
+                answers = [got] * len(ops) if isinstance(got, BaseException) else got
+            for op, got in zip(ops, answers, strict=True):
+                if _is_loss(got):
+                    return None
+                if isinstance(got, BaseException):
+                    raise got
+                if op[0] == "step":
+                    step += 1
+                    what = f"step {step} ({op[1][:60]!r})"
+                    digest = _digest(got.observation, got.info, got.reward, got.terminated, got.truncated)
+                else:
+                    digest, what = _digest(got.observation, got.info), f"the reset after step {step}"
+                if digest != op[-1]:
+                    yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
         return new_id
 
     def _differs(self, url: str, episode_id: str, new_id: str, recipe: Recipe, what: str,
@@ -383,6 +408,27 @@ class Router:
 
 # A `/v1/ws` frame item's `op` (none for a step), as `route` names the call it stands for.
 _VERB_OF_OP = {"reset": "reset", "close": "DELETE", "fork": "fork"}
+
+
+def _batches(ops: list[tuple[Any, ...]]) -> Generator[list[tuple[Any, ...]], None, None]:
+    """A recipe's ops as they are replayed: each reset alone, the steps between in batches of at most
+    `MAX_BATCH` steps, `REPLAY_BATCH_CHARS` of actions (a request far under a server's body limit
+    however long the episode) and `REPLAY_BATCH_S` of the steps' recorded time (so a batch of slow
+    steps, a sandbox's commands, answers well within the client's timeout, as each step did)."""
+    batch: list[tuple[Any, ...]] = []
+    chars, seconds = 0, 0.0
+    for op in ops:
+        if batch and (op[0] == "reset" or len(batch) == MAX_BATCH or chars + len(op[1]) > REPLAY_BATCH_CHARS
+                      or seconds + op[2] > REPLAY_BATCH_S):
+            yield batch
+            batch, chars, seconds = [], 0, 0.0
+        if op[0] == "reset":
+            yield [op]
+        else:
+            batch.append(op)
+            chars, seconds = chars + len(op[1]), seconds + op[2]
+    if batch:
+        yield batch
 
 
 def _is_loss(got: CallOutcome) -> bool:
