@@ -11,12 +11,13 @@ rollout worker on the same machine would):
 (the baseline), on `agentrl serve --processes 2` and on `agentrl serve --ray --processes 2`, with
 the ratios to the baseline and of Ray to plain processes;
 (2) what a replay costs: Flights-v0 episodes of 10 steps whose holder is killed, in ms per replayed
-step (the client's own count: replay time over replayed steps);
+step (the client's own count: replay time, less the new episodes' creates, over replayed steps) and
+ms per new episode's create (a world's build); `bench/replay.py` times one replay alone;
 (3) step latency in the second a holder is killed (SIGKILL) at 256 live Echo-v0 episodes, against
 the p99 of the seconds before, and the episodes lost (the aim: 0);
 (3b) what a replay costs for Bash-v0 (its sandboxes on a sandbox server on loopback): Bash-v0
 episodes whose holder is SIGKILLed with steps in flight, half of them having read the clock (a step
-no replay can repeat exactly); ms per replayed step (a new sandbox, then every step again), the
+no replay can repeat exactly); ms per replayed step and per new episode (its new sandbox), the
 episodes replayed, those that raised `EpisodeLostError` (by reason) and those lost silently: an
 episode that went on in a state not its own (its last step reads back its shell variable, working
 directory, file and step count), or that failed otherwise (the aim: 0);
@@ -184,9 +185,14 @@ async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> 
     return {"p99_before_ms": float(np.percentile(before, 99)) * 1e3,
             "p99_kill_s_ms": float(np.percentile(during, 99)) * 1e3 if during else float("nan"),
             "max_kill_s_ms": max(during, default=float("nan")) * 1e3,
-            "replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
-            "ms_per_replayed_step": stats.seconds / max(stats.steps, 1) * 1e3,
-            "lost": lost + stats.lost}
+            **_replay_cost(stats), "lost": lost + stats.lost}
+
+
+def _replay_cost(stats: Any) -> dict[str, Any]:
+    """A client's `ReplayStats` as the kill rows give them: the creates apart from the steps."""
+    return {"replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
+            "ms_per_replayed_step": (stats.seconds - stats.create_seconds) / max(stats.steps, 1) * 1e3,
+            "create_ms": stats.create_seconds / max(stats.episodes, 1) * 1e3}
 
 
 def bash_call(command: str) -> str:
@@ -269,23 +275,23 @@ async def _bash_kill_run(url: str, episodes: int, steps: int, kill_after: int) -
     await client.aclose()
     if stats.lost != sum(reasons.values()):
         raise RuntimeError(f"the client counts {stats.lost} lost episodes, its callers saw {reasons}")
-    return {"replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
-            "ms_per_replayed_step": stats.seconds / max(stats.steps, 1) * 1e3,
-            "episode_lost_error": sum(reasons.values()), "reasons": dict(reasons), "silent": silent}
+    return {**_replay_cost(stats), "episode_lost_error": sum(reasons.values()), "reasons": dict(reasons),
+            "silent": silent}
 
 
 def bash_kill_table(episodes: int, steps: int, kill_after: int) -> tuple[Table, int]:
     """The Bash-v0 kill row, on two env-server processes over one sandbox server; and its silent losses."""
     table = Table(title="Bash-v0 episodes whose holder is killed (SIGKILL), 2 processes, 1 sandbox server")
     for col in ("env", "live episodes", "steps each", "replayed episodes", "replayed steps",
-                "ms per replayed step", "EpisodeLostError", "by reason", "lost silently", "load avg"):
+                "ms per replayed step", "ms per create", "EpisodeLostError", "by reason", "lost silently",
+                "load avg"):
         table.add_column(col, justify="right")
     with sandbox_processes.served(1, 2 * episodes + 8) as sandbox_url:
         kwargs = json.dumps({"sandbox_url": sandbox_url, "command_timeout_s": 30})
         with served("processes", (BASH,), ("--env-kwargs", f"{BASH}={kwargs}")) as url:
             got = asyncio.run(_bash_kill_run(url, episodes, steps, kill_after))
     row = ["Bash-v0", str(episodes), str(steps), str(got["replayed_episodes"]), str(got["replayed_steps"]),
-           f"{got['ms_per_replayed_step']:.1f}", str(got["episode_lost_error"]),
+           f"{got['ms_per_replayed_step']:.1f}", f"{got['create_ms']:.0f}", str(got["episode_lost_error"]),
            "; ".join(f"{r}: {n}" for r, n in sorted(got["reasons"].items())) or "-",
            str(got["silent"]), f"{os.getloadavg()[0]:.1f}"]
     table.add_row(*row)
@@ -387,7 +393,8 @@ def main() -> int:
     replay_env, replay_n = (FLIGHTS, 8) if args.quick else (FLIGHTS, 64)
     kill_table = Table(title="a holder killed (SIGKILL) with steps in flight, 2 processes")
     for col in ("env", "live episodes", "p99 before (ms)", "p99 in the kill's second (ms)", "max (ms)",
-                "replayed episodes", "replayed steps", "ms per replayed step", "episodes lost", "load avg"):
+                "replayed episodes", "replayed steps", "ms per replayed step", "ms per create",
+                "episodes lost", "load avg"):
         kill_table.add_column(col, justify="right")
     for env_id, n, before in ((kill_env, kill_n, 4), (replay_env, replay_n, 10)):
         with served("processes", (ECHO, FLIGHTS)) as url:
@@ -395,7 +402,7 @@ def main() -> int:
         kill_table.add_row(env_id.split("/")[1], str(n), f"{got['p99_before_ms']:.1f}",
                            f"{got['p99_kill_s_ms']:.1f}", f"{got['max_kill_s_ms']:.1f}",
                            str(got["replayed_episodes"]), str(got["replayed_steps"]),
-                           f"{got['ms_per_replayed_step']:.2f}", str(got["lost"]),
+                           f"{got['ms_per_replayed_step']:.2f}", f"{got['create_ms']:.0f}", str(got["lost"]),
                            f"{os.getloadavg()[0]:.1f}")
         if got["lost"]:
             console.print(kill_table)

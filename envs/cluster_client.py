@@ -12,14 +12,14 @@ A lost holder loses no episode. For every live episode the client keeps its reci
 seed, copies of the options and env kwargs, and each reset and action it sent with a digest of what
 came back (observation, info, reward, end flags). When the episode's holder is gone (its connection
 refused, timed out, or the episode answered as unknown), the client creates the episode again on
-another holder with the same recipe, replays every action, checks that each replayed answer equals
-the one received before, and then sends the call that failed; the caller keeps the episode id it
-had and sees a slower call. Where the replay differs (a Bash-v0 or Code-v0 step whose output
-depends on the container, as listed in a fork's `fork_divergence`), the new episode is closed and
-the call raises `EpisodeLostError` naming the step, never carrying on in a different state. An
-episode its holder answers as closed or expired (`EpisodeEndedError`) is raised, never replayed: a
-closed episode does not come back. A create without a seed is given one drawn here, so that every
-episode can be replayed.
+another holder with the same recipe, replays every action (the steps between resets in batches,
+a request each), checks that each replayed answer equals the one received before, and then sends
+the call that failed; the caller keeps the episode id it had and sees a slower call. Where the
+replay differs (a Bash-v0 or Code-v0 step whose output depends on the container, as listed in a
+fork's `fork_divergence`), the new episode is closed and the call raises `EpisodeLostError` naming
+the step, never carrying on in a different state. An episode its holder answers as closed or
+expired (`EpisodeEndedError`) is raised, never replayed: a closed episode does not come back. A
+create without a seed is given one drawn here, so that every episode can be replayed.
 
 The routing is written once, as a generator (`Router.route`) that yields each request it needs
 (a holder's URL or None for the discovery URL, and the `Call`) and is sent its outcome; the sync
@@ -30,23 +30,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
 import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from agentrl.client_wire import Call, _Wire
+from agentrl.cluster_recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
 from agentrl.protocol import (
     API_PREFIX,
     CLUSTER_PATH,
-    MAX_BATCH,
     SEED_MAX,
     ClusterMap,
     EpisodeCreated,
@@ -61,8 +58,6 @@ REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
 LOST_GRACE_S = 2.0  # a holder this client lost takes no new episode for this long, whatever the map says
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
-REPLAY_BATCH_CHARS = 1 << 20  # action characters per batch of replayed steps (a server takes 16 MiB)
-REPLAY_BATCH_S = 1.0  # the recorded seconds of the steps in one batch of replayed steps
 _EPISODE_PATH = re.compile(rf"{API_PREFIX}/episodes/([^/]+)(/.*)?")
 
 CallOutcome = Any  # a call's parsed answer, or the ServerError / httpx.TransportError it raised
@@ -80,56 +75,6 @@ class EpisodeLostError(UnknownEpisodeError):
         super().__init__(404, "episode_lost", f"episode {episode_id!r} was lost with its server: {reason}")
         self.episode_id = episode_id
         self.reason = reason
-
-
-def _hash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _digest(observation: str, info: dict[str, Any], reward: float = 0.0, terminated: bool = False,
-            truncated: bool = False) -> tuple[Any, ...]:
-    """What a replayed answer must equal, field by field (`DIGEST_FIELDS`): the observation and the
-    info hashed (memory stays flat however long the episode), the reward and the end flags. An env's
-    info is a function of its seed and actions as its observations are (the task id, the state hash,
-    the calls' outcomes...), so a replay that answers another info is another episode."""
-    return (_hash(observation), _hash(json.dumps(info, sort_keys=True, default=str)), float(reward),
-            bool(terminated), bool(truncated))
-
-
-DIGEST_FIELDS = ("observation", "info", "reward", "terminated", "truncated")
-
-
-@dataclass
-class Recipe:
-    """What re-creates one live episode: how it was made, and each reset and step since, with a
-    digest of what each answered (`ops`: ("reset", seed, options, digest) or ("step", action,
-    seconds, digest), where seconds is how long the step's call took, which bounds its replay's
-    batches)."""
-
-    env_id: str
-    seed: int
-    options: dict[str, Any] | None
-    env_kwargs: dict[str, Any] | None
-    first: tuple[Any, ...]
-    holder: str
-    server_id: str
-    ops: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def steps(self) -> int:
-        return sum(op[0] == "step" for op in self.ops)
-
-
-@dataclass
-class ReplayStats:
-    """What replays cost this client: episodes replayed, steps replayed, time spent replaying, and
-    the part of that time spent creating the new episodes (a world's build, a sandbox's start),
-    apart because it does not grow with the steps."""
-
-    episodes: int = 0
-    steps: int = 0
-    seconds: float = 0.0
-    create_seconds: float = 0.0  # within `seconds`
-    lost: int = 0  # episodes that could not be replayed (`EpisodeLostError`)
 
 
 class Router:
@@ -253,7 +198,7 @@ class Router:
             # copies: a caller that reuses and changes its dicts after the create changes no replay
             self.recipes[created.episode_id] = Recipe(
                 body["env_id"], body["seed"], copy.deepcopy(body.get("options")),
-                copy.deepcopy(body.get("env_kwargs")), _digest(created.observation, created.info),
+                copy.deepcopy(body.get("env_kwargs")), answer_digest(created),
                 name, created.episode_id)
             return created
         raise lost
@@ -289,11 +234,11 @@ class Router:
         """Note a call's answer in the episode's recipe (a step with the `seconds` it took)."""
         if verb == "step":
             recipe.ops.append(("step", call.body["action"], seconds,  # type: ignore[index]  # a step call has a body
-                               _digest(got.observation, got.info, got.reward, got.terminated, got.truncated)))
+                               answer_digest(got)))
         elif verb == "reset":
             body = call.body or {}
             recipe.ops.append(("reset", body.get("seed"), copy.deepcopy(body.get("options")),
-                               _digest(got.observation, got.info)))
+                               answer_digest(got)))
             got = got.model_copy(update={"episode_id": episode_id})
         elif verb == "DELETE":
             self._forget(episode_id)
@@ -371,11 +316,11 @@ class Router:
         if isinstance(got, BaseException):
             raise got
         new_id = got.episode_id
-        if (digest := _digest(got.observation, got.info)) != recipe.first:
+        if (digest := answer_digest(got)) != recipe.first:
             yield from self._differs(url, episode_id, new_id, recipe, "its first answer", digest,
                                      recipe.first)
         step = 0
-        for ops in _batches(recipe.ops):
+        for ops in replay_batches(recipe.ops):
             if ops[0][0] == "reset":
                 answers = [(yield url, _Wire.reset(new_id, ops[0][1], ops[0][2]))]
             else:
@@ -386,13 +331,9 @@ class Router:
                     return None
                 if isinstance(got, BaseException):
                     raise got
-                if op[0] == "step":
-                    step += 1
-                    what = f"step {step} ({op[1][:60]!r})"
-                    digest = _digest(got.observation, got.info, got.reward, got.terminated, got.truncated)
-                else:
-                    digest, what = _digest(got.observation, got.info), f"the reset after step {step}"
-                if digest != op[-1]:
+                step += op[0] == "step"
+                if (digest := answer_digest(got)) != op[-1]:
+                    what = op_name(op, step)
                     yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
         return new_id
 
@@ -408,27 +349,6 @@ class Router:
 
 # A `/v1/ws` frame item's `op` (none for a step), as `route` names the call it stands for.
 _VERB_OF_OP = {"reset": "reset", "close": "DELETE", "fork": "fork"}
-
-
-def _batches(ops: list[tuple[Any, ...]]) -> Generator[list[tuple[Any, ...]], None, None]:
-    """A recipe's ops as they are replayed: each reset alone, the steps between in batches of at most
-    `MAX_BATCH` steps, `REPLAY_BATCH_CHARS` of actions (a request far under a server's body limit
-    however long the episode) and `REPLAY_BATCH_S` of the steps' recorded time (so a batch of slow
-    steps, a sandbox's commands, answers well within the client's timeout, as each step did)."""
-    batch: list[tuple[Any, ...]] = []
-    chars, seconds = 0, 0.0
-    for op in ops:
-        if batch and (op[0] == "reset" or len(batch) == MAX_BATCH or chars + len(op[1]) > REPLAY_BATCH_CHARS
-                      or seconds + op[2] > REPLAY_BATCH_S):
-            yield batch
-            batch, chars, seconds = [], 0, 0.0
-        if op[0] == "reset":
-            yield [op]
-        else:
-            batch.append(op)
-            chars, seconds = chars + len(op[1]), seconds + op[2]
-    if batch:
-        yield batch
 
 
 def _is_loss(got: CallOutcome) -> bool:
