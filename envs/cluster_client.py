@@ -301,10 +301,10 @@ class Router:
         `EpisodeLostError` where an answer differs from the one the caller received. The seconds
         its create took are appended to `creates`.
 
-        The steps between resets go in batches (`POST /v1/step`, which steps one episode's items in
-        their order): one round trip per `REPLAY_BATCH_CHARS` of actions instead of one per step, so
-        a replayed step costs about what the env's step costs, not a wait in the holder's queue
-        behind every other episode's step (measured in bench/cluster.py's replay row)."""
+        The steps between resets go in batches (`replay_batches`), each one frame of the step
+        channel, whose items of one episode run in their order: a round trip per batch instead of
+        one per step, so that a replayed step costs about what the env's step costs, not a wait in
+        the holder's queue behind every other episode's step (`bench/replay.py` measures it)."""
         url = self._url(name)
         create = _Wire.create(recipe.env_id, recipe.seed, recipe.options, recipe.env_kwargs)
         create = dataclasses.replace(create, body={**create.body, "replay_of": recipe.server_id})  # type: ignore[dict-item]  # has a body
@@ -324,7 +324,7 @@ class Router:
             if ops[0][0] == "reset":
                 answers = [(yield url, _Wire.reset(new_id, ops[0][1], ops[0][2]))]
             else:
-                got = yield url, _Wire.step_batch([(new_id, op[1]) for op in ops])
+                got = yield url, _Wire.step_frame(new_id, [op[1] for op in ops])
                 answers = [got] * len(ops) if isinstance(got, BaseException) else got
             for op, got in zip(ops, answers, strict=True):
                 if _is_loss(got):
