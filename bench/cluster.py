@@ -3,6 +3,7 @@
     .venv/bin/python bench/cluster.py            # full run (~10 minutes on a quiet two-core machine)
     .venv/bin/python bench/cluster.py --quick    # short run (~3 minutes), Echo-v0 at 16 episodes,
                                                  # 4 Bash-v0 episodes of 5 steps in the Bash-v0 row
+    .venv/bin/python bench/cluster.py --kills-only   # the rows of a killed holder alone, (2) and (3)
 
 Measures, through one `AsyncEnvClient` in this process (one coroutine per episode awaiting `step`,
 as every framework drives episodes; the client shares the machine's cores with the servers, as a
@@ -354,25 +355,13 @@ def memory_table(episodes: int) -> Table:
     return table
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
-    parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
-    parser.add_argument("--no-ray", dest="ray", action="store_false", help="skip the Ray rows")
-    parser.add_argument("--no-bash", dest="bash", action="store_false",
-                        help="skip the Bash-v0 kill row (it needs a Docker engine and the sandbox image)")
-    args = parser.parse_args()
-    seconds = args.seconds or (2.0 if args.quick else 10.0)
-    envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
-    sizes = (16,) if args.quick else (64, 512)
-    console = Console()
-    console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
-                  f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
-
-    kinds = ["single", "processes"] + (["ray"] if args.ray else [])
+def throughput_tables(console: Console, ray: bool, envs: tuple[str, ...], sizes: tuple[int, ...],
+                      seconds: float, memory_episodes: int) -> None:
+    """Steps/s on one process, two and two Ray actors; then memory per worker."""
+    kinds = ["single", "processes"] + (["ray"] if ray else [])
     table = Table(title="steps/s through one AsyncEnvClient")
     for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
-                "Ray / processes") if args.ray else ()), "load avg"):
+                "Ray / processes") if ray else ()), "load avg"):
         table.add_column(col, justify="right")
     with ExitStack() as stack:  # all up at once: each row measures every kind back to back
         urls = {kind: stack.enter_context(served(kind, (ECHO, FLIGHTS))) for kind in kinds}
@@ -380,17 +369,20 @@ def main() -> int:
             rate = {kind: asyncio.run(_steps_per_s(urls[kind], env_id, n, seconds)) for kind in kinds}
             one, two = rate["single"], rate["processes"]
             row = [env_id.split("/")[1], str(n), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}"]
-            if args.ray:
+            if ray:
                 row += [f"{rate['ray']:,.0f}", f"{rate['ray'] / one:.2f}", f"{rate['ray'] / two:.2f}"]
             row.append(f"{os.getloadavg()[0]:.1f}")
             table.add_row(*row)
             console.print(" | ".join(row))
     console.print(table)
 
-    console.print(memory_table(100 if args.quick else 1000))
+    console.print(memory_table(memory_episodes))
 
-    kill_env, kill_n = (ECHO, 32) if args.quick else (ECHO, 256)
-    replay_env, replay_n = (FLIGHTS, 8) if args.quick else (FLIGHTS, 64)
+
+def kill_tables(console: Console, quick: bool, bash: bool) -> int:
+    """The rows of a holder killed with steps in flight (Echo-v0, Flights-v0, then Bash-v0); exit status."""
+    kill_env, kill_n = (ECHO, 32) if quick else (ECHO, 256)
+    replay_env, replay_n = (FLIGHTS, 8) if quick else (FLIGHTS, 64)
     kill_table = Table(title="a holder killed (SIGKILL) with steps in flight, 2 processes")
     for col in ("env", "live episodes", "p99 before (ms)", "p99 in the kill's second (ms)", "max (ms)",
                 "replayed episodes", "replayed steps", "ms per replayed step", "ms per create",
@@ -410,13 +402,35 @@ def main() -> int:
             return 1
     console.print(kill_table)
 
-    if args.bash:
-        bash_table, silent = bash_kill_table(*((4, 5, 2) if args.quick else (32, 10, 4)))
+    if bash:
+        bash_table, silent = bash_kill_table(*((4, 5, 2) if quick else (32, 10, 4)))
         console.print(bash_table)
         if silent:
             console.print(f"[red]{silent} Bash-v0 episodes lost silently[/red]")
             return 1
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
+    parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
+    parser.add_argument("--no-ray", dest="ray", action="store_false", help="skip the Ray rows")
+    parser.add_argument("--no-bash", dest="bash", action="store_false",
+                        help="skip the Bash-v0 kill row (it needs a Docker engine and the sandbox image)")
+    parser.add_argument("--kills-only", action="store_true",
+                        help="only the rows of a killed holder (replays), not steps/s or memory")
+    args = parser.parse_args()
+    seconds = args.seconds or (2.0 if args.quick else 10.0)
+    envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
+    sizes = (16,) if args.quick else (64, 512)
+    console = Console()
+    console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+                  f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
+
+    if not args.kills_only:
+        throughput_tables(console, args.ray, envs, sizes, seconds, 100 if args.quick else 1000)
+    return kill_tables(console, args.quick, args.bash)
 
 
 if __name__ == "__main__":
