@@ -97,6 +97,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=None, help="episodes per env (half are replayed)")
     parser.add_argument("--steps", type=int, default=6, help="steps of each episode before the kill")
     args = parser.parse_args()
+    if not 1 <= args.steps <= 7:
+        parser.error("--steps must be 1 to 7: an Echo-v0 episode ends at its 8th turn")
     episodes = args.episodes or (6 if args.quick else 16)
     console = Console()
     console.print(f"{episodes} episodes of {args.steps} steps per env; load average at start "
