@@ -215,6 +215,6 @@ def _request(call: Call[Any]) -> dict[str, Any]:
 def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
     """A cluster's holder is tried once more after a transport error (a connection that dropped
     between calls), at once, then its episodes are replayed: a wait before that retry would only
-    delay the replay of a holder that is gone (it was 100 ms of every replay). A 429 still waits
+    delay the replay of a holder that is gone (by the default policy's 100 ms). A 429 still waits
     its Retry-After."""
     return dataclasses.replace(retry, retries=min(retry.retries, 1), backoff_s=0.0)
