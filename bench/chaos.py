@@ -300,8 +300,10 @@ def main() -> int:
     moved = sum(len(e.holders) > 1 for e in got)
     print(f"episodes run: {len(got)} in {elapsed:.1f} s ({len(run.steps)} steps)")
     print(f"kills: {len(run.kills)}; holders added after restarts ran out: {run.added}")
-    print(f"replays: {stats.episodes} ({stats.steps} steps replayed, {stats.seconds:.1f} s); "
-          f"episodes that moved holder: {moved}")
+    per_step = (stats.seconds - stats.create_seconds) / max(stats.steps, 1) * 1e3
+    print(f"replays: {stats.episodes} ({stats.steps} steps replayed, {stats.seconds:.1f} s, of which "
+          f"{stats.create_seconds:.1f} s creating the new episodes: {per_step:.1f} ms per replayed step "
+          f"besides, summed over replays at once); episodes that moved holder: {moved}")
     unborn = sum(not e.observations for e in lost)  # the create raised: the caller never had the episode
     print(f"episodes lost: {len(lost)} ({unborn} whose create raised, {len(lost) - unborn} live); "
           f"divergent: {len(divergent)}")

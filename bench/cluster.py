@@ -3,6 +3,7 @@
     .venv/bin/python bench/cluster.py            # full run (~10 minutes on a quiet two-core machine)
     .venv/bin/python bench/cluster.py --quick    # short run (~3 minutes), Echo-v0 at 16 episodes,
                                                  # 4 Bash-v0 episodes of 5 steps in the Bash-v0 row
+    .venv/bin/python bench/cluster.py --kills-only   # the rows of a killed holder alone, (2) and (3)
 
 Measures, through one `AsyncEnvClient` in this process (one coroutine per episode awaiting `step`,
 as every framework drives episodes; the client shares the machine's cores with the servers, as a
@@ -11,12 +12,13 @@ rollout worker on the same machine would):
 (the baseline), on `agentrl serve --processes 2` and on `agentrl serve --ray --processes 2`, with
 the ratios to the baseline and of Ray to plain processes;
 (2) what a replay costs: Flights-v0 episodes of 10 steps whose holder is killed, in ms per replayed
-step (the client's own count: replay time over replayed steps);
+step (the client's own count: replay time, less the new episodes' creates, over replayed steps) and
+ms per new episode's create (a world's build); `bench/replay.py` times one replay alone;
 (3) step latency in the second a holder is killed (SIGKILL) at 256 live Echo-v0 episodes, against
 the p99 of the seconds before, and the episodes lost (the aim: 0);
 (3b) what a replay costs for Bash-v0 (its sandboxes on a sandbox server on loopback): Bash-v0
 episodes whose holder is SIGKILLed with steps in flight, half of them having read the clock (a step
-no replay can repeat exactly); ms per replayed step (a new sandbox, then every step again), the
+no replay can repeat exactly); ms per replayed step and per new episode (its new sandbox), the
 episodes replayed, those that raised `EpisodeLostError` (by reason) and those lost silently: an
 episode that went on in a state not its own (its last step reads back its shell variable, working
 directory, file and step count), or that failed otherwise (the aim: 0);
@@ -184,9 +186,14 @@ async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> 
     return {"p99_before_ms": float(np.percentile(before, 99)) * 1e3,
             "p99_kill_s_ms": float(np.percentile(during, 99)) * 1e3 if during else float("nan"),
             "max_kill_s_ms": max(during, default=float("nan")) * 1e3,
-            "replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
-            "ms_per_replayed_step": stats.seconds / max(stats.steps, 1) * 1e3,
-            "lost": lost + stats.lost}
+            **_replay_cost(stats), "lost": lost + stats.lost}
+
+
+def _replay_cost(stats: Any) -> dict[str, Any]:
+    """A client's `ReplayStats` as the kill rows give them: the creates apart from the steps."""
+    return {"replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
+            "ms_per_replayed_step": (stats.seconds - stats.create_seconds) / max(stats.steps, 1) * 1e3,
+            "create_ms": stats.create_seconds / max(stats.episodes, 1) * 1e3}
 
 
 def bash_call(command: str) -> str:
@@ -269,23 +276,23 @@ async def _bash_kill_run(url: str, episodes: int, steps: int, kill_after: int) -
     await client.aclose()
     if stats.lost != sum(reasons.values()):
         raise RuntimeError(f"the client counts {stats.lost} lost episodes, its callers saw {reasons}")
-    return {"replayed_episodes": stats.episodes, "replayed_steps": stats.steps,
-            "ms_per_replayed_step": stats.seconds / max(stats.steps, 1) * 1e3,
-            "episode_lost_error": sum(reasons.values()), "reasons": dict(reasons), "silent": silent}
+    return {**_replay_cost(stats), "episode_lost_error": sum(reasons.values()), "reasons": dict(reasons),
+            "silent": silent}
 
 
 def bash_kill_table(episodes: int, steps: int, kill_after: int) -> tuple[Table, int]:
     """The Bash-v0 kill row, on two env-server processes over one sandbox server; and its silent losses."""
     table = Table(title="Bash-v0 episodes whose holder is killed (SIGKILL), 2 processes, 1 sandbox server")
     for col in ("env", "live episodes", "steps each", "replayed episodes", "replayed steps",
-                "ms per replayed step", "EpisodeLostError", "by reason", "lost silently", "load avg"):
+                "ms per replayed step", "ms per create", "EpisodeLostError", "by reason", "lost silently",
+                "load avg"):
         table.add_column(col, justify="right")
     with sandbox_processes.served(1, 2 * episodes + 8) as sandbox_url:
         kwargs = json.dumps({"sandbox_url": sandbox_url, "command_timeout_s": 30})
         with served("processes", (BASH,), ("--env-kwargs", f"{BASH}={kwargs}")) as url:
             got = asyncio.run(_bash_kill_run(url, episodes, steps, kill_after))
     row = ["Bash-v0", str(episodes), str(steps), str(got["replayed_episodes"]), str(got["replayed_steps"]),
-           f"{got['ms_per_replayed_step']:.1f}", str(got["episode_lost_error"]),
+           f"{got['ms_per_replayed_step']:.1f}", f"{got['create_ms']:.0f}", str(got["episode_lost_error"]),
            "; ".join(f"{r}: {n}" for r, n in sorted(got["reasons"].items())) or "-",
            str(got["silent"]), f"{os.getloadavg()[0]:.1f}"]
     table.add_row(*row)
@@ -348,6 +355,62 @@ def memory_table(episodes: int) -> Table:
     return table
 
 
+def throughput_tables(console: Console, ray: bool, envs: tuple[str, ...], sizes: tuple[int, ...],
+                      seconds: float, memory_episodes: int) -> None:
+    """Steps/s on one process, two and two Ray actors; then memory per worker."""
+    kinds = ["single", "processes"] + (["ray"] if ray else [])
+    table = Table(title="steps/s through one AsyncEnvClient")
+    for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
+                "Ray / processes") if ray else ()), "load avg"):
+        table.add_column(col, justify="right")
+    with ExitStack() as stack:  # all up at once: each row measures every kind back to back
+        urls = {kind: stack.enter_context(served(kind, (ECHO, FLIGHTS))) for kind in kinds}
+        for env_id, n in sorted(((e, n) for e in envs for n in sizes), key=lambda r: (r[1], r[0] == ECHO)):
+            rate = {kind: asyncio.run(_steps_per_s(urls[kind], env_id, n, seconds)) for kind in kinds}
+            one, two = rate["single"], rate["processes"]
+            row = [env_id.split("/")[1], str(n), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}"]
+            if ray:
+                row += [f"{rate['ray']:,.0f}", f"{rate['ray'] / one:.2f}", f"{rate['ray'] / two:.2f}"]
+            row.append(f"{os.getloadavg()[0]:.1f}")
+            table.add_row(*row)
+            console.print(" | ".join(row))
+    console.print(table)
+
+    console.print(memory_table(memory_episodes))
+
+
+def kill_tables(console: Console, quick: bool, bash: bool) -> int:
+    """The rows of a holder killed with steps in flight (Echo-v0, Flights-v0, then Bash-v0); exit status."""
+    kill_env, kill_n = (ECHO, 32) if quick else (ECHO, 256)
+    replay_env, replay_n = (FLIGHTS, 8) if quick else (FLIGHTS, 64)
+    kill_table = Table(title="a holder killed (SIGKILL) with steps in flight, 2 processes")
+    for col in ("env", "live episodes", "p99 before (ms)", "p99 in the kill's second (ms)", "max (ms)",
+                "replayed episodes", "replayed steps", "ms per replayed step", "ms per create",
+                "episodes lost", "load avg"):
+        kill_table.add_column(col, justify="right")
+    for env_id, n, before in ((kill_env, kill_n, 4), (replay_env, replay_n, 10)):
+        with served("processes", (ECHO, FLIGHTS)) as url:
+            got = asyncio.run(_kill_run(url, env_id, n, before))
+        kill_table.add_row(env_id.split("/")[1], str(n), f"{got['p99_before_ms']:.1f}",
+                           f"{got['p99_kill_s_ms']:.1f}", f"{got['max_kill_s_ms']:.1f}",
+                           str(got["replayed_episodes"]), str(got["replayed_steps"]),
+                           f"{got['ms_per_replayed_step']:.2f}", f"{got['create_ms']:.0f}", str(got["lost"]),
+                           f"{os.getloadavg()[0]:.1f}")
+        if got["lost"]:
+            console.print(kill_table)
+            console.print(f"[red]{got['lost']} episodes lost[/red]")
+            return 1
+    console.print(kill_table)
+
+    if bash:
+        bash_table, silent = bash_kill_table(*((4, 5, 2) if quick else (32, 10, 4)))
+        console.print(bash_table)
+        if silent:
+            console.print(f"[red]{silent} Bash-v0 episodes lost silently[/red]")
+            return 1
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
@@ -355,6 +418,8 @@ def main() -> int:
     parser.add_argument("--no-ray", dest="ray", action="store_false", help="skip the Ray rows")
     parser.add_argument("--no-bash", dest="bash", action="store_false",
                         help="skip the Bash-v0 kill row (it needs a Docker engine and the sandbox image)")
+    parser.add_argument("--kills-only", action="store_true",
+                        help="only the rows of a killed holder (replays), not steps/s or memory")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
@@ -363,53 +428,9 @@ def main() -> int:
     console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
                   f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
 
-    kinds = ["single", "processes"] + (["ray"] if args.ray else [])
-    table = Table(title="steps/s through one AsyncEnvClient")
-    for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
-                "Ray / processes") if args.ray else ()), "load avg"):
-        table.add_column(col, justify="right")
-    with ExitStack() as stack:  # all up at once: each row measures every kind back to back
-        urls = {kind: stack.enter_context(served(kind, (ECHO, FLIGHTS))) for kind in kinds}
-        for env_id, n in sorted(((e, n) for e in envs for n in sizes), key=lambda r: (r[1], r[0] == ECHO)):
-            rate = {kind: asyncio.run(_steps_per_s(urls[kind], env_id, n, seconds)) for kind in kinds}
-            one, two = rate["single"], rate["processes"]
-            row = [env_id.split("/")[1], str(n), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}"]
-            if args.ray:
-                row += [f"{rate['ray']:,.0f}", f"{rate['ray'] / one:.2f}", f"{rate['ray'] / two:.2f}"]
-            row.append(f"{os.getloadavg()[0]:.1f}")
-            table.add_row(*row)
-            console.print(" | ".join(row))
-    console.print(table)
-
-    console.print(memory_table(100 if args.quick else 1000))
-
-    kill_env, kill_n = (ECHO, 32) if args.quick else (ECHO, 256)
-    replay_env, replay_n = (FLIGHTS, 8) if args.quick else (FLIGHTS, 64)
-    kill_table = Table(title="a holder killed (SIGKILL) with steps in flight, 2 processes")
-    for col in ("env", "live episodes", "p99 before (ms)", "p99 in the kill's second (ms)", "max (ms)",
-                "replayed episodes", "replayed steps", "ms per replayed step", "episodes lost", "load avg"):
-        kill_table.add_column(col, justify="right")
-    for env_id, n, before in ((kill_env, kill_n, 4), (replay_env, replay_n, 10)):
-        with served("processes", (ECHO, FLIGHTS)) as url:
-            got = asyncio.run(_kill_run(url, env_id, n, before))
-        kill_table.add_row(env_id.split("/")[1], str(n), f"{got['p99_before_ms']:.1f}",
-                           f"{got['p99_kill_s_ms']:.1f}", f"{got['max_kill_s_ms']:.1f}",
-                           str(got["replayed_episodes"]), str(got["replayed_steps"]),
-                           f"{got['ms_per_replayed_step']:.2f}", str(got["lost"]),
-                           f"{os.getloadavg()[0]:.1f}")
-        if got["lost"]:
-            console.print(kill_table)
-            console.print(f"[red]{got['lost']} episodes lost[/red]")
-            return 1
-    console.print(kill_table)
-
-    if args.bash:
-        bash_table, silent = bash_kill_table(*((4, 5, 2) if args.quick else (32, 10, 4)))
-        console.print(bash_table)
-        if silent:
-            console.print(f"[red]{silent} Bash-v0 episodes lost silently[/red]")
-            return 1
-    return 0
+    if not args.kills_only:
+        throughput_tables(console, args.ray, envs, sizes, seconds, 100 if args.quick else 1000)
+    return kill_tables(console, args.quick, args.bash)
 
 
 if __name__ == "__main__":

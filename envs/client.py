@@ -151,6 +151,8 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
 
     def _send(self, call: Call[Any]) -> Answer | Exception:
         try:
+            if call.step and "steps" in call.body:  # type: ignore[operator]  # a step call has a body
+                return Answer(200, self.steps.send_frame(call.body["steps"]), None)  # type: ignore[index]  # as above
             if call.step:
                 return self.steps.send(call.body)  # type: ignore[arg-type]  # a step call has a body
             return _answer(self.http.request(call.method, _url(self.http, call.path), **_request(call)))
@@ -258,6 +260,8 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
 
     async def _send(self, call: Call[Any]) -> Answer | Exception:
         try:
+            if call.step and "steps" in call.body:  # type: ignore[operator]  # a step call has a body
+                return Answer(200, await self.steps.send_frame(call.body["steps"]), None)  # type: ignore[index]  # as above
             if call.step:
                 return await self.steps.send(call.body)  # type: ignore[arg-type]  # a step call has a body
             response = await self.http.request(call.method, _url(self.http, call.path), **_request(call))

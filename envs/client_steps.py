@@ -171,17 +171,22 @@ class SyncSteps:
         self._lock = threading.Lock()
 
     def send(self, item: dict[str, Any]) -> Answer:
+        return self.send_frame([item])[0]
+
+    def send_frame(self, items: list[dict[str, Any]]) -> list[Answer]:
+        """An `Answer` per item, the items sent in one frame (a frame's items of one episode run in
+        their order)."""
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             try:
                 conn = _SyncConnection(self.url, self.headers, self.timeout, self.max_size)
             except InvalidStatus as exc:
-                return _refused(exc)
+                return [_refused(exc)] * len(items)
             except _OPEN_FAILURES as exc:
                 raise httpx.ConnectError(f"cannot open {self.url}: {exc}") from exc
         try:
-            reply = conn.request(dumps({"id": 0, "steps": [item]}))
+            reply = conn.request(dumps({"id": 0, "steps": items}))
         except TimeoutError as exc:
             conn.close()
             raise httpx.ReadTimeout(f"no answer from {self.url} in {self.timeout} s") from exc
@@ -190,7 +195,7 @@ class SyncSteps:
             raise httpx.ReadError(f"connection to {self.url} lost: {exc}") from exc
         with self._lock:
             self._idle.append(conn)
-        return _answers(loads(reply), 1)[0]
+        return _answers(loads(reply), len(items))
 
     def close(self) -> None:
         with self._lock:
@@ -256,6 +261,7 @@ class AsyncSteps:
         self.headers, self.timeout, self.max_size = headers, timeout, max_size
         self.max_frames = max_frames
         self._pending: list[tuple[dict[str, Any], asyncio.Future]] = []
+        self._whole: list[tuple[list[dict[str, Any]], list[asyncio.Future]]] = []  # frames kept whole
         self._in_flight: dict[int, tuple[list[asyncio.Future], asyncio.TimerHandle]] = {}
         self._ids = itertools.count()
         self._conn: _AsyncConnection | None = None
@@ -263,31 +269,46 @@ class AsyncSteps:
         self._scheduled = False
 
     async def send(self, item: dict[str, Any]) -> Answer:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
+        self._schedule()
+        return await future
+
+    async def send_frame(self, items: list[dict[str, Any]]) -> list[Answer]:
+        """An `Answer` per item, the items sent together in a frame of their own, never split or
+        joined with other steps: a frame's items of one episode run in their order."""
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in items]
+        self._whole.append((items, futures))
+        self._schedule()
+        return list(await asyncio.gather(*futures))
+
+    def _schedule(self) -> None:
         if not self._scheduled:  # the flush runs after every step asked for in this iteration
             self._scheduled = True
-            loop.call_soon(self._flush)
-        return await future
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         """Send what is pending, a frame at a time, while fewer than `max_frames` are in flight."""
         self._scheduled = False
         if self._conn is None:
-            if self._pending and (self._opening is None or self._opening.done()):
+            if (self._pending or self._whole) and (self._opening is None or self._opening.done()):
                 self._opening = asyncio.get_running_loop().create_task(self._open())
             return
-        while self._pending and len(self._in_flight) < self.max_frames:
-            # split what is pending over the free frames, so that the server steps one frame while
-            # the client sends the next (frames of at least MIN_FRAME steps: each costs a message)
-            free = self.max_frames - len(self._in_flight)
-            size = min(MAX_BATCH, max(MIN_FRAME, -(-len(self._pending) // free)))
-            batch, self._pending = self._pending[:size], self._pending[size:]
+        while (self._pending or self._whole) and len(self._in_flight) < self.max_frames:
+            if self._whole:
+                items, futures = self._whole.pop(0)
+            else:
+                # split what is pending over the free frames, so that the server steps one frame while
+                # the client sends the next (frames of at least MIN_FRAME steps: each costs a message)
+                free = self.max_frames - len(self._in_flight)
+                size = min(MAX_BATCH, max(MIN_FRAME, -(-len(self._pending) // free)))
+                batch, self._pending = self._pending[:size], self._pending[size:]
+                items, futures = [item for item, _ in batch], [future for _, future in batch]
             frame_id = next(self._ids)
             timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, frame_id)
-            self._in_flight[frame_id] = ([future for _, future in batch], timer)
-            self._conn.send(dumps({"id": frame_id, "steps": [item for item, _ in batch]}))
+            self._in_flight[frame_id] = (futures, timer)
+            self._conn.send(dumps({"id": frame_id, "steps": items}))
 
     async def _open(self) -> None:
         link = _Link(self.url, self.headers, self.max_size)
@@ -298,9 +319,8 @@ class AsyncSteps:
             for half_open in made:
                 if half_open.transport is not None:
                     half_open.transport.close()
-            pending, self._pending = self._pending, []
             refusal = _refused(exc) if isinstance(exc, InvalidStatus) else None
-            for _, future in pending:
+            for future in self._unsent():
                 if future.done():
                     continue
                 if refusal is not None:
@@ -336,7 +356,7 @@ class AsyncSteps:
         for future, answer in zip(futures, _answers(frame, len(futures)), strict=True):
             if not future.done():
                 future.set_result(answer)
-        if self._pending:
+        if self._pending or self._whole:
             self._flush()
 
     def _lost(self, conn: _AsyncConnection, exc: BaseException) -> None:
@@ -349,14 +369,14 @@ class AsyncSteps:
         for futures, timer in in_flight.values():
             timer.cancel()
             _fail(futures, error)
-        if self._pending:
+        if self._pending or self._whole:
             self._flush()
 
     def _expire(self, frame_id: int) -> None:
         waiting = self._in_flight.pop(frame_id, None)
         if waiting is not None:
             _fail(waiting[0], httpx.ReadTimeout(f"no answer from {self.url} in {self.timeout} s"))
-            if self._pending:
+            if self._pending or self._whole:
                 self._flush()
 
     async def aclose(self) -> None:
@@ -366,11 +386,18 @@ class AsyncSteps:
         if conn is not None and conn.transport is not None:
             conn.transport.close()
         error = httpx.ReadError("the client was closed")
-        _fail([future for _, future in self._pending], error)
+        _fail(self._unsent(), error)
         for futures, timer in self._in_flight.values():
             timer.cancel()
             _fail(futures, error)
-        self._pending, self._in_flight = [], {}
+        self._in_flight = {}
+
+    def _unsent(self) -> list[asyncio.Future]:
+        """The futures of every step not sent yet, taken out of the queues."""
+        futures = [future for _, future in self._pending]
+        futures += [future for _, whole in self._whole for future in whole]
+        self._pending, self._whole = [], []
+        return futures
 
 
 def _fail(futures: list[asyncio.Future], error: Exception) -> None:

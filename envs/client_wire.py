@@ -55,11 +55,13 @@ class Call(Generic[T]):
 
 def _batch_results(d: dict[str, Any]) -> list[StepResult | ServerError]:
     """`POST /v1/step`'s items, each read as an item of a `/v1/ws` frame is (`read_item`)."""
-    out: list[StepResult | ServerError] = []
-    for item in d["results"]:
-        status, body, retry_after = read_item(item)
-        out.append(step_result(body) if status < 400 else error_from(status, body, retry_after))
-    return out
+    return _frame_results([read_item(item) for item in d["results"]])
+
+
+def _frame_results(answers: list[Answer]) -> list[StepResult | ServerError]:
+    """A frame's answers (`step_frame`), each a `StepResult` or the error it carries."""
+    return [step_result(body) if status < 400 else error_from(status, body, retry_after)
+            for status, body, retry_after in answers]
 
 
 def _new_id() -> str:
@@ -104,6 +106,13 @@ class _Wire:
     def step_batch(items: Sequence[tuple[str, str]]) -> Call[list[StepResult | ServerError]]:
         steps = [{"episode_id": e, "action": a, "request_id": _new_id()} for e, a in items]
         return Call("POST", f"{API_PREFIX}/step", _batch_results, {"steps": steps})
+
+    @staticmethod
+    def step_frame(episode_id: str, actions: Sequence[str]) -> Call[list[StepResult | ServerError]]:
+        """Steps of one episode in one step-channel frame of their own, run in their order: a
+        round trip for them all (a lost episode's replay). Its body is a frame, not an item."""
+        steps = [{"episode_id": episode_id, "action": a, "request_id": _new_id()} for a in actions]
+        return Call("POST", MUX_PATH, _frame_results, {"steps": steps}, step=True)
 
     @staticmethod
     def status(episode_id: str) -> Call[EpisodeStatus]:
@@ -211,6 +220,8 @@ def _request(call: Call[Any]) -> dict[str, Any]:
 
 
 def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
-    """A cluster's holder is tried once more after a transport error other than a timeout, then its
-    episodes are replayed."""
-    return dataclasses.replace(retry, retries=min(retry.retries, 1), timeouts=False)
+    """A cluster's holder is tried once more after a transport error other than a timeout (a
+    connection that dropped between calls), at once, then its episodes are replayed: a wait before
+    that retry would only delay the replay of a holder that is gone (by the default policy's 100 ms),
+    and a holder that timed out is hung, not gone. A 429 still waits its Retry-After."""
+    return dataclasses.replace(retry, retries=min(retry.retries, 1), timeouts=False, backoff_s=0.0)

@@ -12,14 +12,14 @@ A lost holder loses no episode. For every live episode the client keeps its reci
 seed, copies of the options and env kwargs, and each reset and action it sent with a digest of what
 came back (observation, info, reward, end flags). When the episode's holder is gone (its connection
 refused, timed out, or the episode answered as unknown), the client creates the episode again on
-another holder with the same recipe, replays every action, checks that each replayed answer equals
-the one received before, and then sends the call that failed; the caller keeps the episode id it
-had and sees a slower call. Where the replay differs (a Bash-v0 or Code-v0 step whose output
-depends on the container, as listed in a fork's `fork_divergence`), the new episode is closed and
-the call raises `EpisodeLostError` naming the step, never carrying on in a different state. An
-episode its holder answers as closed or expired (`EpisodeEndedError`) is raised, never replayed: a
-closed episode does not come back. A create without a seed is given one drawn here, so that every
-episode can be replayed.
+another holder with the same recipe, replays every action (the steps between resets in batches,
+a request each), checks that each replayed answer equals the one received before, and then sends
+the call that failed; the caller keeps the episode id it had and sees a slower call. Where the
+replay differs (a Bash-v0 or Code-v0 step whose output depends on the container, as listed in a
+fork's `fork_divergence`), the new episode is closed and the call raises `EpisodeLostError` naming
+the step, never carrying on in a different state. An episode its holder answers as closed or
+expired (`EpisodeEndedError`) is raised, never replayed: a closed episode does not come back. A
+create without a seed is given one drawn here, so that every episode can be replayed.
 
 The discovery URL serves only the map, so a client that has read it once carries on while the URL
 does not answer: it keeps the map it has (a holder gone meanwhile shows itself by its own calls) and
@@ -35,19 +35,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
 import logging
 import re
 import secrets
 import time
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from agentrl.client_wire import Call, _Wire
+from agentrl.cluster_recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
 from agentrl.protocol import (
     API_PREFIX,
     CLUSTER_PATH,
@@ -104,52 +103,6 @@ class ClusterUnreachableError(ServerError):
         super().__init__(503, "cluster_unreachable", f"the cluster's discovery URL {discovery_url} did not "
                          f"answer in {tries} tries over {seconds:.1f} s: {type(last).__name__}: {last}")
         self.discovery_url = discovery_url
-
-
-def _hash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _digest(observation: str, info: dict[str, Any], reward: float = 0.0, terminated: bool = False,
-            truncated: bool = False) -> tuple[Any, ...]:
-    """What a replayed answer must equal, field by field (`DIGEST_FIELDS`): the observation and the
-    info hashed (memory stays flat however long the episode), the reward and the end flags. An env's
-    info is a function of its seed and actions as its observations are (the task id, the state hash,
-    the calls' outcomes...), so a replay that answers another info is another episode."""
-    return (_hash(observation), _hash(json.dumps(info, sort_keys=True, default=str)), float(reward),
-            bool(terminated), bool(truncated))
-
-
-DIGEST_FIELDS = ("observation", "info", "reward", "terminated", "truncated")
-
-
-@dataclass
-class Recipe:
-    """What re-creates one live episode: how it was made, and each reset and step since, with a
-    digest of what each answered (`ops`: ("reset", seed, options, digest) or ("step", action, digest))."""
-
-    env_id: str
-    seed: int
-    options: dict[str, Any] | None
-    env_kwargs: dict[str, Any] | None
-    first: tuple[Any, ...]
-    holder: str
-    server_id: str
-    ops: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def steps(self) -> int:
-        return sum(op[0] == "step" for op in self.ops)
-
-
-@dataclass
-class ReplayStats:
-    """What replays cost this client: episodes replayed, steps replayed, time spent replaying."""
-
-    episodes: int = 0
-    steps: int = 0
-    seconds: float = 0.0
-    lost: int = 0  # episodes that could not be replayed (`EpisodeLostError`)
-    map_misses: int = 0  # reads of the map that failed while the map already known was kept
 
 
 class Router:
@@ -304,7 +257,7 @@ class Router:
             # copies: a caller that reuses and changes its dicts after the create changes no replay
             self.recipes[created.episode_id] = Recipe(
                 body["env_id"], body["seed"], copy.deepcopy(body.get("options")),
-                copy.deepcopy(body.get("env_kwargs")), _digest(created.observation, created.info),
+                copy.deepcopy(body.get("env_kwargs")), answer_digest(created),
                 name, created.episode_id)
             return created
         raise lost
@@ -312,6 +265,7 @@ class Router:
     def _on_episode(self, episode_id: str, recipe: Recipe, verb: str,
                     call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         for attempt in range(MAX_REPLAY_TRIES + 1):
+            sent = time.perf_counter()
             if recipe.holder in self.map:
                 got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
             else:  # the cluster no longer lists its holder
@@ -332,16 +286,18 @@ class Router:
             yield from self._replay(episode_id, recipe)
         if isinstance(got, BaseException):
             raise got
-        return self._record(episode_id, recipe, verb, call, got)
+        return self._record(episode_id, recipe, verb, call, got, time.perf_counter() - sent)
 
-    def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any) -> Any:
+    def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any,
+                seconds: float) -> Any:
+        """Note a call's answer in the episode's recipe (a step with the `seconds` it took)."""
         if verb == "step":
-            recipe.ops.append(("step", call.body["action"],  # type: ignore[index]  # a step call has a body
-                               _digest(got.observation, got.info, got.reward, got.terminated, got.truncated)))
+            recipe.ops.append(("step", call.body["action"], seconds,  # type: ignore[index]  # a step call has a body
+                               answer_digest(got)))
         elif verb == "reset":
             body = call.body or {}
             recipe.ops.append(("reset", body.get("seed"), copy.deepcopy(body.get("options")),
-                               _digest(got.observation, got.info)))
+                               answer_digest(got)))
             got = got.model_copy(update={"episode_id": episode_id})
         elif verb == "DELETE":
             self._forget(episode_id)
@@ -375,12 +331,13 @@ class Router:
         started = time.perf_counter()
         old_holder = recipe.holder
         tried: frozenset[str] = frozenset({old_holder})
+        creates: list[float] = []  # each try's create, in seconds
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick(tried)
             tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1
             try:
-                replayed = yield from self._replay_on(name, episode_id, recipe)
+                replayed = yield from self._replay_on(name, episode_id, recipe, creates)
             finally:
                 self.own[name] -= 1
             if replayed is not None:
@@ -390,44 +347,53 @@ class Router:
                 self.stats.episodes += 1
                 self.stats.steps += recipe.steps()
                 self.stats.seconds += time.perf_counter() - started
+                self.stats.create_seconds += sum(creates)
                 return
             self._lose(name)
         self.stats.lost += 1
         self._forget(episode_id)
         raise EpisodeLostError(episode_id, f"no holder could take its replay in {MAX_REPLAY_TRIES} tries")
 
-    def _replay_on(self, name: str, episode_id: str,
-                   recipe: Recipe) -> Generator[Request, CallOutcome, str | None]:
+    def _replay_on(self, name: str, episode_id: str, recipe: Recipe,
+                   creates: list[float]) -> Generator[Request, CallOutcome, str | None]:
         """The new episode's id on `name`, or None if `name` was lost meanwhile; raises
-        `EpisodeLostError` where an answer differs from the one the caller received."""
+        `EpisodeLostError` where an answer differs from the one the caller received. The seconds
+        its create took are appended to `creates`.
+
+        The steps between resets go in batches (`replay_batches`), each one frame of the step
+        channel, whose items of one episode run in their order: a round trip per batch instead of
+        one per step, so that a replayed step costs about what the env's step costs, not a wait in
+        the holder's queue behind every other episode's step (`bench/replay.py` measures it)."""
         url = self._url(name)
         create = _Wire.create(recipe.env_id, recipe.seed, recipe.options, recipe.env_kwargs)
         create = dataclasses.replace(create, body={**create.body, "replay_of": recipe.server_id})  # type: ignore[dict-item]  # has a body
+        began = time.perf_counter()
         got = yield url, create
+        creates.append(time.perf_counter() - began)
         if _is_loss(got):
             return None
         if isinstance(got, BaseException):
             raise got
         new_id = got.episode_id
-        if (digest := _digest(got.observation, got.info)) != recipe.first:
+        if (digest := answer_digest(got)) != recipe.first:
             yield from self._differs(url, episode_id, new_id, recipe, "its first answer", digest,
                                      recipe.first)
         step = 0
-        for op in recipe.ops:
-            if op[0] == "step":
-                step += 1
-                got = yield url, _Wire.step(new_id, op[1], None)
+        for ops in replay_batches(recipe.ops):
+            if ops[0][0] == "reset":
+                answers = [(yield url, _Wire.reset(new_id, ops[0][1], ops[0][2]))]
             else:
-                got = yield url, _Wire.reset(new_id, op[1], op[2])
-            if _is_loss(got):
-                return None
-            if isinstance(got, BaseException):
-                raise got
-            digest = _digest(got.observation, got.info, got.reward, got.terminated, got.truncated) \
-                if op[0] == "step" else _digest(got.observation, got.info)
-            if digest != op[-1]:
-                what = f"step {step} ({op[1][:60]!r})" if op[0] == "step" else f"the reset after step {step}"
-                yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
+                got = yield url, _Wire.step_frame(new_id, [op[1] for op in ops])
+                answers = [got] * len(ops) if isinstance(got, BaseException) else got
+            for op, got in zip(ops, answers, strict=True):
+                if _is_loss(got):
+                    return None
+                if isinstance(got, BaseException):
+                    raise got
+                step += op[0] == "step"
+                if (digest := answer_digest(got)) != op[-1]:
+                    what = op_name(op, step)
+                    yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
         return new_id
 
     def _differs(self, url: str, episode_id: str, new_id: str, recipe: Recipe, what: str,

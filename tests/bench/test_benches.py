@@ -90,7 +90,7 @@ def check_bash_kill_row(stdout: str) -> None:
     """bench/cluster.py's Bash-v0 kill row is there, replayed some episode, and lost none silently."""
     rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith("Bash-v0 | ")]
     assert len(rows) == 1, f"no Bash-v0 kill row in:\n{stdout[-3000:]}"
-    ((_, live, _, replayed, _, ms_per_step, lost_error, _, silent, _),) = rows
+    ((_, live, _, replayed, _, ms_per_step, _, lost_error, _, silent, _),) = rows
     assert silent == "0", f"Bash-v0 episodes lost silently: {rows[0]}"
     assert int(replayed) >= 1 and float(ms_per_step) > 0, rows[0]
     assert int(replayed) + int(lost_error) <= int(live), rows[0]

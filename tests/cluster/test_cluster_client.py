@@ -182,18 +182,20 @@ def test_a_stale_holder_map_still_creates_and_steps(cluster):
 
 def test_a_replay_that_answers_differently_raises_episode_lost(cluster):
     """Where a replayed step answers otherwise than before (as a Bash-v0 step reading the clock
-    would), the call raises EpisodeLostError naming the step, and the episode is forgotten."""
+    would), the call raises EpisodeLostError naming the step, and the episode is forgotten. The
+    steps are replayed in one batch: the one named is the one that differs, not the batch's first."""
     cluster.ensure_up(2)
     with EnvClient(cluster.discovery) as client:
         made = client.create_episode(ECHO, seed=3)
-        client.step(made.episode_id, call("echo", text="x"))
+        for text in ("x", "y", "z"):
+            client.step(made.episode_id, call("echo", text=text))
         recipe = client.cluster.router.recipes[made.episode_id]
-        kind, action, (_, *rest) = recipe.ops[0]
-        recipe.ops[0] = (kind, action, (b"another answer", *rest))  # what a container would change
+        *head, (_, *rest) = recipe.ops[1]
+        recipe.ops[1] = (*head, (b"another answer", *rest))  # what a container would change
         cluster.kill_holder(holder_of(made.episode_id))
         with pytest.raises(EpisodeLostError) as raised:
-            client.step(made.episode_id, call("echo", text="y"))
-        assert "step 1" in raised.value.reason and ECHO in raised.value.reason
+            client.step(made.episode_id, call("echo", text="w"))
+        assert "step 2 ('<tool_call>" in raised.value.reason and ECHO in raised.value.reason
         assert made.episode_id not in client.cluster.router.recipes
         assert client.cluster.stats.lost == 1
 
@@ -223,8 +225,8 @@ def test_a_replay_whose_info_differs_raises_episode_lost_naming_the_info(cluster
         made = client.create_episode(FLIGHTS, seed=4)
         client.step(made.episode_id, actions(FLIGHTS, 4, 1)[0])
         recipe = client.cluster.router.recipes[made.episode_id]
-        kind, action, (observation, _info, *rest) = recipe.ops[0]
-        recipe.ops[0] = (kind, action, (observation, b"another info", *rest))
+        *head, (observation, _info, *rest) = recipe.ops[0]
+        recipe.ops[0] = (*head, (observation, b"another info", *rest))
         cluster.kill_holder(holder_of(made.episode_id))
         with pytest.raises(EpisodeLostError) as raised:
             client.step(made.episode_id, actions(FLIGHTS, 4, 2)[1])

@@ -13,6 +13,7 @@ from websockets.sync.client import connect
 
 import agentrl.client_steps as steps
 from agentrl.client import AsyncEnvClient, EnvClient, UnauthorizedError
+from agentrl.client_wire import _Wire
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 
@@ -88,6 +89,36 @@ def test_concurrent_steps_of_many_coroutines_share_frames(base_url):
     turns, frames, stepped = asyncio.run(main())
     assert turns == [{1}, {2}, {3}]
     assert stepped == 3 * 64 and frames <= 3 * 4
+
+
+def test_a_frame_sent_whole_runs_one_episodes_steps_in_order_among_other_steps(base_url):
+    """`step_frame` (a lost episode's replay) sends its 20 steps as one frame of their own while 64
+    other coroutines step: never split over frames (which could run out of order), answered in order,
+    an error in place; the sync client alike."""
+    texts = [str(i) for i in range(20)]
+    frame = _Wire.step_frame
+
+    async def main() -> tuple[list, int, float]:
+        async with AsyncEnvClient(base_url) as client:
+            mine = (await client.create_episode(ECHO, seed=7, env_kwargs={"max_turns": 100})).episode_id
+            others = await asyncio.gather(*(client.create_episode(ECHO, seed=s) for s in range(64)))
+            before = _frames_seen(base_url)
+            got, *_ = await asyncio.gather(
+                client._run(frame(mine, [call("echo", text=t) for t in texts] + ["x"])),
+                *(client.step(c.episode_id, call("echo", text="other")) for c in others))
+            after = _frames_seen(base_url)
+            return got, after[0] - before[0], after[1] - before[1]
+
+    got, frames, stepped = asyncio.run(main())
+    assert [r.info["turn"] for r in got[:20]] == list(range(1, 21))
+    assert [json.loads(r.observation.split("\n")[1])["content"] for r in got[:20]] == texts
+    assert got[20].info["turn"] == 21  # plain text: a turn, answered in place
+    assert stepped == 21 + 64 and frames <= 1 + 4
+    with EnvClient(base_url) as client:
+        mine = client.create_episode(ECHO, seed=8).episode_id
+        sync_got = client._run(frame(mine, [call("echo", text="a"), call("echo", text="b")]))
+        assert [r.info["turn"] for r in sync_got] == [1, 2]
+        assert [type(e).__name__ for e in client._run(frame("missing", ["x"]))] == ["UnknownEpisodeError"]
 
 
 def test_async_client_retries_steps_lost_with_their_connection(base_url, monkeypatch):
