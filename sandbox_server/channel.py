@@ -11,6 +11,7 @@ tenth of a millisecond per exec); both frame, check and fail alike.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -220,6 +221,26 @@ class PipeChannel(PollingChannel):
             self.stdout.close()
 
 
+async def _readable(fd: int) -> None:
+    """Until `fd` is readable, or `CLOSED_CHECK_S` passed (a link closed under the wait may never wake
+    it). On the asyncio loop itself: `anyio.wait_readable` in `anyio.move_on_after` measured about
+    40 microseconds more per exec (the server runs on asyncio only, under uvicorn)."""
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    loop.add_reader(fd, wake)
+    timer = loop.call_later(CLOSED_CHECK_S, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+        loop.remove_reader(fd)
+
+
 class ReplyBuffer:
     """One reply as it comes in: its 4-byte size (at most `limit`), then exactly that much JSON."""
 
@@ -363,8 +384,7 @@ class AgentLink:
                 fd = self.channel.read_fd
                 if fd < 0:
                     raise EOFError  # closed under us
-                with anyio.move_on_after(CLOSED_CHECK_S):  # a closed link's descriptor may never wake us
-                    await anyio.wait_readable(fd)
+                await _readable(fd)
                 if self.dead:
                     raise EOFError
                 continue
