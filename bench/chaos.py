@@ -2,10 +2,12 @@
 
     .venv/bin/python bench/chaos.py            # >= 1,000 episodes and >= 20 kills, a kill every 3 s
     .venv/bin/python bench/chaos.py --quick    # >= 120 episodes and >= 3 kills, every 1.5 s (~10 s)
+    .venv/bin/python bench/chaos.py --ray      # the holders are Ray actors (a local Ray on loopback)
 
-`agentrl serve --processes 2` (Echo-v0 and Flights-v0) on a free loopback port; one `AsyncEnvClient`
-given its discovery URL runs `--concurrency` episodes at a time, half Echo-v0 and half Flights-v0,
-each a fixed script of steps by its seed (tool calls, a malformed one, plain text; an Echo-v0
+`agentrl serve --processes 2` (Echo-v0 and Flights-v0; with `--ray`, two Ray actors of a local Ray
+started on loopback, and a kill SIGKILLs an actor's worker process) on a free loopback port; one
+`AsyncEnvClient` given its discovery URL runs `--concurrency` episodes at a time, half Echo-v0 and
+half Flights-v0, each a fixed script of steps by its seed (tool calls, a malformed one, plain text; an Echo-v0
 episode ends answering the secret word its first observation told, so rewards are not all 0), then
 reads the episode's trajectory record and closes it. Meanwhile a killer SIGKILLs a random holder
 every `--kill-every` seconds, at random within that period; the supervisor starts the holder again
@@ -265,6 +267,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32, help="episodes live at once")
     parser.add_argument("--kill-every", type=float, default=None, help="seconds between kills")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ray", action="store_true", help="holders as Ray actors (`agentrl serve --ray`)")
     args = parser.parse_args()
     # one task-id key for the holders and this process: else each names a Flights-v0 task anew, and a
     # replayed episode's task_id (in its info and record) changes with its holder
@@ -281,6 +284,10 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}/v1/cluster"
     command = [sys.executable, "-m", "agentrl", "serve", "--processes", "2", "--port", str(port), "--no-ui",
                "--env", ECHO, "--env", FLIGHTS]
+    if args.ray:  # every Ray service on 127.0.0.1 (Ray's single-machine switch), no usage report
+        command += ["--ray", "--ray-cpus", "0.5"]
+        os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="disabled",
+                          RAY_USAGE_STATS_ENABLED="0")
     with processes.started(command, lambda: processes.answers(url)):
         began = time.perf_counter()
         got, run, stats = asyncio.run(_chaos(url, episodes, min_kills, concurrency, every_s, args.seed))

@@ -151,7 +151,9 @@ def main() -> None:
     parser.add_argument("--grpo-lr", type=float, default=2e-6)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None, help="default: runs/two_stage (runs/two_stage-flights)")
-    parser.add_argument("--base-episodes", type=int, default=None, help="default: --eval-episodes")
+    parser.add_argument(
+        "--base-episodes", type=int, default=None, help="default: --eval-episodes; 0 skips the base stage"
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight (generation batch)")
     parser.add_argument("--speed", action="store_true", help="measure generation tokens/s only")
     parser.add_argument("--speed-batches", default="1,8,16", help="batch sizes of --speed")
@@ -161,7 +163,7 @@ def main() -> None:
     model_spec = args.model or ("tiny:1x32" if quick else "smollm2")
     n_sft = args.sft_episodes or (16 if quick else 256)
     n_eval = args.eval_episodes or (8 if quick else 200)
-    n_base = args.base_episodes or n_eval
+    n_base = args.base_episodes if args.base_episodes is not None else n_eval
     steps = args.grpo_steps if args.grpo_steps is not None else (2 if quick else 20)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -218,7 +220,8 @@ def main() -> None:
             f"{name}: held-out success {stages[-1]['success']:.3f} ({len(got['successes'])} episodes)"
         )
 
-    stage("base", "base eval", n_base)
+    if n_base:
+        stage("base", "base eval", n_base)
 
     t = time.perf_counter()
     sft_cfg = sft_config(
@@ -234,10 +237,12 @@ def main() -> None:
     walls["sft"] = time.perf_counter() - t
     stage("after SFT", "sft eval", n_eval)
 
-    t = time.perf_counter()
-    grpo = train(dataclasses.replace(cfg, eval_seeds=0), policy=policy, tokenizer=tokenizer)
-    walls["grpo"] = time.perf_counter() - t
-    stage("after GRPO", "grpo eval", n_eval)
+    grpo: dict[str, Any] = {"metrics": [], "tasks": {}}
+    if steps:  # --grpo-steps 0: base and SFT only (GRPO from the checkpoint later, by agent-train)
+        t = time.perf_counter()
+        grpo = train(dataclasses.replace(cfg, eval_seeds=0), policy=policy, tokenizer=tokenizer)
+        walls["grpo"] = time.perf_counter() - t
+        stage("after GRPO", "grpo eval", n_eval)
 
     held_out = {i for s in stages for i in s["task_ids"]}
     table = Table(

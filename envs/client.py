@@ -83,7 +83,7 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
         self.client_key = client_key or new_client_key()
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
-            from agentrl.cluster_client import SyncRoutes
+            from agentrl.cluster_routes import SyncRoutes
 
             holder_retry = _holder_retry(self.retry)
             self.cluster = SyncRoutes(base_url, lambda url: EnvClient(
@@ -186,7 +186,7 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
         self.client_key = client_key or new_client_key()
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
-            from agentrl.cluster_client import AsyncRoutes
+            from agentrl.cluster_routes import AsyncRoutes
 
             holder_retry = _holder_retry(self.retry)
             self.cluster = AsyncRoutes(base_url, lambda url: AsyncEnvClient(

@@ -130,11 +130,16 @@ class _Wire:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries after transport errors and 429s. Safe because every mutating call is idempotent."""
+    """Retries after transport errors and 429s. Safe because every mutating call is idempotent.
+
+    `timeouts`: whether a call that timed out is tried again; a cluster's holder that let a call
+    time out is taken for lost at once (its episodes are replayed elsewhere), so that a hung holder
+    costs one timeout, not one per try."""
 
     retries: int = 3
     backoff_s: float = 0.1
     max_wait_s: float = 5.0
+    timeouts: bool = True
 
     def delay(self, attempt: int, outcome: Answer | Exception) -> float | None:
         """Seconds to wait before retrying, or None to stop and report `outcome`."""
@@ -145,6 +150,8 @@ class RetryPolicy:
                 return None
             after = outcome.retry_after
             return min(after if after is not None else self.backoff_s * 2**attempt, self.max_wait_s)
+        if isinstance(outcome, httpx.TimeoutException) and not self.timeouts:
+            return None
         if isinstance(outcome, httpx.TransportError):
             return min(self.backoff_s * 2**attempt, self.max_wait_s)
         return None
@@ -204,5 +211,6 @@ def _request(call: Call[Any]) -> dict[str, Any]:
 
 
 def _holder_retry(retry: RetryPolicy) -> RetryPolicy:
-    """A cluster's holder is tried once more after a transport error, then its episodes are replayed."""
-    return dataclasses.replace(retry, retries=min(retry.retries, 1))
+    """A cluster's holder is tried once more after a transport error other than a timeout, then its
+    episodes are replayed."""
+    return dataclasses.replace(retry, retries=min(retry.retries, 1), timeouts=False)

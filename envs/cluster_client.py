@@ -21,9 +21,14 @@ episode its holder answers as closed or expired (`EpisodeEndedError`) is raised,
 closed episode does not come back. A create without a seed is given one drawn here, so that every
 episode can be replayed.
 
+The discovery URL serves only the map, so a client that has read it once carries on while the URL
+does not answer: it keeps the map it has (a holder gone meanwhile shows itself by its own calls) and
+reads it again at the next `REFRESH_S`. A client that has never read it tries again for
+`DISCOVERY_WAIT_S`, then raises `ClusterUnreachableError` naming the URL and its last error.
+
 The routing is written once, as a generator (`Router.route`) that yields each request it needs
-(a holder's URL or None for the discovery URL, and the `Call`) and is sent its outcome; the sync
-and async clients drive it with their own per-holder clients.
+(a holder's URL or None for the discovery URL, and the `Call`, or a `Pause`) and is sent its outcome;
+the sync and async clients drive it with their own per-holder clients (`agentrl.cluster_routes`).
 """
 
 from __future__ import annotations
@@ -32,11 +37,11 @@ import copy
 import dataclasses
 import hashlib
 import json
+import logging
 import re
 import secrets
-import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,10 +65,22 @@ REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
 LOST_GRACE_S = 2.0  # a holder this client lost takes no new episode for this long, whatever the map says
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
+DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the discovery URL again for this long
 _EPISODE_PATH = re.compile(rf"{API_PREFIX}/episodes/([^/]+)(/.*)?")
 
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A request to wait before the next one (the sync driver sleeps, the async one awaits)."""
+
+    seconds: float
+
+
 CallOutcome = Any  # a call's parsed answer, or the ServerError / httpx.TransportError it raised
-Request = tuple[str | None, Call[Any]]  # (a holder's URL, or None for discovery; the call)
+Request = tuple[str | None, "Call[Any] | Pause"]  # (a holder's URL, or None for discovery; the call)
+_MAP_CALL = Call("GET", CLUSTER_PATH, ClusterMap.model_validate)
 
 
 class EpisodeLostError(UnknownEpisodeError):
@@ -77,6 +94,16 @@ class EpisodeLostError(UnknownEpisodeError):
         super().__init__(404, "episode_lost", f"episode {episode_id!r} was lost with its server: {reason}")
         self.episode_id = episode_id
         self.reason = reason
+
+
+class ClusterUnreachableError(ServerError):
+    """The discovery URL did not answer a client that has no map of the cluster yet, through
+    `DISCOVERY_WAIT_S` of tries; `__cause__` is the last transport error."""
+
+    def __init__(self, discovery_url: str, tries: int, seconds: float, last: BaseException) -> None:
+        super().__init__(503, "cluster_unreachable", f"the cluster's discovery URL {discovery_url} did not "
+                         f"answer in {tries} tries over {seconds:.1f} s: {type(last).__name__}: {last}")
+        self.discovery_url = discovery_url
 
 
 def _hash(text: str) -> bytes:
@@ -122,6 +149,7 @@ class ReplayStats:
     steps: int = 0
     seconds: float = 0.0
     lost: int = 0  # episodes that could not be replayed (`EpisodeLostError`)
+    map_misses: int = 0  # reads of the map that failed while the map already known was kept
 
 
 class Router:
@@ -134,6 +162,7 @@ class Router:
         self.own: dict[str, int] = {}  # holder name -> live episodes of this client on it
         self.lost_at: dict[str, float] = {}  # holder name -> when this client lost it
         self.recipes: dict[str, Recipe] = {}  # the caller's episode id -> its recipe
+        self.map_error: BaseException | None = None  # why the last read of the map failed, if it did
         self.stats = ReplayStats()
 
     # --- the holder map ----------------------------------------------------------------------
@@ -144,10 +173,34 @@ class Router:
         if now - self.read_at < MIN_REFRESH_S and self.map:
             return
         self.read_at = now
-        got = yield None, Call("GET", CLUSTER_PATH, ClusterMap.model_validate)
+        got = yield None, _MAP_CALL
+        if isinstance(got, httpx.TransportError) and not self.map:
+            got = yield from self._first_map(got)
+        if isinstance(got, httpx.TransportError):  # a map is known: carry on with it
+            if self.map_error is None:
+                log.warning("the cluster's discovery URL %s did not answer (%s: %s); going on with "
+                            "the map read before", self.discovery_url, type(got).__name__, got)
+            self.map_error = got
+            self.stats.map_misses += 1
+            return
         if isinstance(got, BaseException):
             raise got
         self.map = {h.holder: h for h in got.holders}
+        self.map_error = None
+
+    def _first_map(self, got: CallOutcome) -> Generator[Request, CallOutcome, CallOutcome]:
+        """The map, tried again for `DISCOVERY_WAIT_S` after `got` (a transport error), waits
+        doubling from 0.1 s; raises `ClusterUnreachableError` past that."""
+        started = time.monotonic()
+        tries, wait = 1, 0.1
+        while isinstance(got, httpx.TransportError):
+            if time.monotonic() + wait - started > DISCOVERY_WAIT_S:
+                raise ClusterUnreachableError(self.discovery_url, tries, time.monotonic() - started,
+                                              got) from got
+            yield None, Pause(wait)
+            got = yield None, _MAP_CALL
+            tries, wait = tries + 1, min(wait * 2, 2.0)
+        return got
 
     def _usable(self, name: str) -> bool:
         info = self.map.get(name)
@@ -170,7 +223,7 @@ class Router:
         if not choices:
             states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
             raise ShuttingDownError(503, "no_holder", f"no holder of {self.discovery_url} takes new "
-                                    f"episodes (holders: {states})")
+                                    f"episodes (holders: {states}){self._stale()}")
         return min(choices, key=lambda n: (self.own.get(n, 0), self.map[n].live_episodes))
 
     def _lose(self, name: str) -> None:
@@ -179,6 +232,12 @@ class Router:
         now = time.monotonic()
         self.lost_at[name] = now
         self.read_at = min(self.read_at, now - REFRESH_S + MIN_REFRESH_S)
+
+    def _stale(self) -> str:
+        """What an error about the map adds where the map is an old one, its URL not answering."""
+        if self.map_error is None:
+            return ""
+        return f"; the map is an old one: its URL did not answer ({type(self.map_error).__name__})"
 
     def _url(self, name: str) -> str:
         return self.map[name].url
@@ -219,7 +278,7 @@ class Router:
         if holder not in self.map:
             raise UnknownEpisodeError(404, "unknown_episode", f"episode {episode_id!r} names holder "
                                       f"{holder!r}, which {self.discovery_url} does not list "
-                                      f"(holders: {', '.join(self.map) or 'none'})")
+                                      f"(holders: {', '.join(self.map) or 'none'}){self._stale()}")
         return (yield from self._plain(holder, call))
 
     def _create(self, call: Call[Any]) -> Generator[Request, CallOutcome, EpisodeCreated]:
@@ -400,78 +459,3 @@ def _retarget(call: Call[Any], episode_id: str, server_id: str) -> Call[Any]:
     if body is not None and body.get("episode_id") == episode_id:
         body = {**body, "episode_id": server_id}
     return dataclasses.replace(call, path=call.path.replace(episode_id, server_id), body=body)
-
-
-def _discovery_base(url: str) -> str:
-    return url.rstrip("/")[: -len(CLUSTER_PATH)]
-
-
-class SyncRoutes:
-    """A sync client's routes over a cluster: the router, and a client per holder made by `connect`."""
-
-    def __init__(self, discovery_url: str, connect: Callable[[str], Any]) -> None:
-        self.router = Router(discovery_url)
-        self.connect = connect
-        self.clients: dict[str | None, Any] = {None: connect(_discovery_base(discovery_url))}
-        self._lock = threading.Lock()
-
-    @property
-    def stats(self) -> ReplayStats:
-        return self.router.stats
-
-    def _send(self, url: str | None, call: Call[Any]) -> Any:
-        client = self.clients.get(url)
-        if client is None:
-            with self._lock:
-                client = self.clients.get(url) or self.clients.setdefault(url, self.connect(url))  # type: ignore[arg-type]  # None: made at start
-        return client._run(call)
-
-    def run(self, call: Call[Any]) -> Any:
-        flow = self.router.route(call)
-        try:
-            target, request = next(flow)
-            while True:
-                try:
-                    outcome = self._send(target, request)
-                except (ServerError, httpx.TransportError) as exc:
-                    outcome = exc
-                target, request = flow.send(outcome)
-        except StopIteration as done:
-            return done.value
-
-    def close(self) -> None:
-        for client in self.clients.values():
-            client.close()
-
-
-class AsyncRoutes:
-    """An async client's routes over a cluster; as `SyncRoutes`, awaiting each request."""
-
-    def __init__(self, discovery_url: str, connect: Callable[[str], Any]) -> None:
-        self.router = Router(discovery_url)
-        self.connect = connect
-        self.clients: dict[str | None, Any] = {None: connect(_discovery_base(discovery_url))}
-
-    @property
-    def stats(self) -> ReplayStats:
-        return self.router.stats
-
-    async def run(self, call: Call[Any]) -> Any:
-        flow = self.router.route(call)
-        try:
-            target, request = next(flow)
-            while True:
-                client = self.clients.get(target)
-                if client is None:
-                    client = self.clients[target] = self.connect(target)  # type: ignore[arg-type]  # None: made at start
-                try:
-                    outcome = await client._run(request)
-                except (ServerError, httpx.TransportError) as exc:
-                    outcome = exc
-                target, request = flow.send(outcome)
-        except StopIteration as done:
-            return done.value
-
-    async def aclose(self) -> None:
-        for client in self.clients.values():
-            await client.aclose()

@@ -39,6 +39,7 @@ _EXPORTS = {
     "DockerUnavailable": "errors",
     "InvalidRequest": "errors",
     "SandboxDead": "errors",
+    "DiskFull": "errors",
     "Busy": "errors",
     "Forbidden": "errors",
 }
@@ -52,6 +53,7 @@ __all__ = [  # the names of _EXPORTS, written out for the type checker (a test c
     "Backend",
     "Busy",
     "CapacityError",
+    "DiskFull",
     "DockerBackend",
     "DockerUnavailable",
     "ExecOptions",
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     from agentrl.sandbox_server.errors import (
         Busy,
         CapacityError,
+        DiskFull,
         DockerUnavailable,
         Forbidden,
         InvalidRequest,

@@ -424,8 +424,13 @@ class Agent:
     def op_stage(self, req):
         """Append a chunk to a staging file of the agent's own (an archive on its way in)."""
         path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
-        with open(path, "ab" if req.get("append") else "wb") as f:
-            f.write(base64.b64decode(req["data"]))
+        try:
+            with open(path, "ab" if req.get("append") else "wb") as f:
+                f.write(base64.b64decode(req["data"]))
+        except BaseException:  # a half-staged file would keep the space for good (full disk)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
         return {}
 
     def op_put_file(self, req):

@@ -8,6 +8,7 @@ agent_wipe.py).
 
 import contextlib
 import ctypes
+import errno
 import io
 import json
 import os
@@ -260,6 +261,8 @@ def as_user_to(sink, max_bytes, fn, *args):
     if status == 0:
         return copied
     name, message, kind = json.loads(error) if error else ("Error", "helper died", "internal")
+    if kind == "disk_full":  # raised again as what it was, so that its kind travels on
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     error = {"not_found": FileNotFoundError, "invalid": ValueError}.get(kind, RuntimeError)
     raise error(f"{name}: {message}")
 
@@ -386,6 +389,8 @@ def state_file(name, data):
 def error_kind(exc):
     if isinstance(exc, FileNotFoundError):
         return "not_found"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk_full"
     if isinstance(exc, (OSError, ValueError, tarfile.TarError)):
         return "invalid"
     return "internal"

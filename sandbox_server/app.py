@@ -7,6 +7,7 @@ answer every `SandboxError` with its status and `kind`. Downloads stream a chunk
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,14 +18,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from agentrl.sandbox_server import routes
 from agentrl.sandbox_server.admission import Admission
 from agentrl.sandbox_server.backend import Backend
-from agentrl.sandbox_server.errors import SandboxError
+from agentrl.sandbox_server.errors import DiskFull, SandboxError
 from agentrl.sandbox_server.limits import BodyLimit
 from agentrl.sandbox_server.models import ErrorResponse
 from agentrl.sandbox_server.openapi import allowed_methods
 from agentrl.sandbox_server.server_state import ServerState
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503, 507)
 }
 
 
@@ -93,6 +94,17 @@ def create_app(
     @app.exception_handler(FileNotFoundError)
     async def _not_found(request: Request, exc: FileNotFoundError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "kind": "file_not_found"}, 404)
+
+    @app.exception_handler(OSError)  # FileNotFoundError keeps its own handler, the more specific
+    async def _host_disk_full(request: Request, exc: OSError) -> JSONResponse:
+        """The server's own disk full (its temporary directory, where uploads are spooled): the
+        caller's `disk_full`, as a sandbox's own full disk is; any other OSError stays unexpected."""
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise exc
+        metrics.errors.labels(DiskFull.kind).inc()
+        return JSONResponse({"detail": f"no space left on the sandbox server's own disk (its temporary "
+                             f"directory, where uploads are spooled): {exc}", "kind": DiskFull.kind},
+                            DiskFull.http_status)
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's (404, 405)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxDead, SandboxError
+from agentrl.sandbox_server.errors import DiskFull, InvalidRequest, SandboxDead, SandboxError
 
 
 def _agent_source() -> str:
@@ -350,6 +350,10 @@ class AgentLink:
                 raise FileNotFoundError(error)
             if reply.get("kind") == "invalid":
                 raise InvalidRequest(error)
+            if reply.get("kind") == "disk_full":
+                raise DiskFull(f"no space left in the sandbox: its /workspace (disk_mb MiB) or the space it "
+                               f"stages uploads in (tmp_mb) is full; remove files or ask a larger disk_mb: "
+                               f"{error}")
             raise SandboxError(error)
         return reply
 

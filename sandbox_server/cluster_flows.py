@@ -20,13 +20,14 @@ from typing import Any
 import httpx
 
 from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxHolderInfo
-from agentrl.sandbox_server.errors import CapacityError, SandboxDead, SandboxNotFound
+from agentrl.sandbox_server.errors import CapacityError, SandboxDead, SandboxError, SandboxNotFound
 from agentrl.sandbox_server.models import ExecResult
 
 REFRESH_S = 2.0  # how old the holder map may be when a sandbox is created
 LOST_GRACE_S = 2.0  # a holder this client lost takes no new sandbox for this long, whatever the map says
 START_WAIT_S = 30.0  # how long a create waits for a server starting (a restart) when none is up
 WAIT_S = 0.2  # between reads of the map meanwhile
+DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the address again for this long
 MAX_TRIES = 3  # holders tried in turn for one create or one replay
 # the operations of a remote sandbox (`RemoteSandbox`) that can change it: a replay makes them again
 CHANGING_OPS = frozenset({"exec", "run_code", "reset_processes", "write_file", "put_archive"})
@@ -94,15 +95,26 @@ class _Routes:
         self.read_at = -1e9
         self.own: dict[str, int] = {}  # holder -> sandboxes this client created there and holds
         self.lost_at: dict[str, float] = {}
+        self.map_misses = 0  # reads of the map that failed while the map already known was kept
 
     def refresh(self, force: bool = False) -> Generator[_Request, RequestOutcome, None]:
         if not force and time.monotonic() - self.read_at < REFRESH_S:
             return
         got = yield _Request("map")
-        if isinstance(got, BaseException):
+        started = time.monotonic()
+        while isinstance(got, httpx.TransportError) and not self.map:  # no map yet: tried again
+            if time.monotonic() + WAIT_S - started > DISCOVERY_WAIT_S:
+                raise SandboxError(f"the sandbox cluster's address {self.base} did not answer through "
+                                   f"{DISCOVERY_WAIT_S:g} s of tries: {type(got).__name__}: {got}") from got
+            yield _Request("wait")
+            got = yield _Request("map")
+        if isinstance(got, httpx.TransportError):  # a map is known: carry on with it until the next read
+            self.map_misses += 1  # (a server gone meanwhile shows itself by its own calls)
+        elif isinstance(got, BaseException):
             raise got
+        else:
+            self.map = {h.holder: h for h in got.holders}
         self.read_at = time.monotonic()
-        self.map = {h.holder: h for h in got.holders}
 
     def _usable(self, name: str) -> bool:
         lost = self.lost_at.get(name)

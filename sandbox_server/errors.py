@@ -66,6 +66,11 @@ class InvalidRequest(SandboxError, status=400, kind="invalid"):
     """The request cannot be carried out as asked (bad path, unsupported language, ...)."""
 
 
+class DiskFull(SandboxError, status=507, kind="disk_full"):
+    """A write found a filesystem of the sandbox full: its /workspace (`disk_mb`), or the space the
+    agent stages uploads in. The sandbox and every other one go on; freeing files makes room."""
+
+
 class SandboxDead(SandboxError, status=410, kind="sandbox_dead"):
     """The sandbox's container died, was paused or broke its protocol; only DELETE still works on it."""
 

@@ -362,10 +362,7 @@ class ToolEnv(TextEnv):
                 self._step_calls.append(call_record(item.name, item.arguments, False, responses[-1]))
                 continue
             responses.append(tool_response(item.name, content))
-            digest = text_digest(responses[-1])  # a step hashes the set of digests, not the texts
-            at = bisect.bisect_left(self._shown, digest)
-            if self._shown[at:at + 1] != [digest]:
-                self._shown.insert(at, digest)
+            self._show(responses[-1])
             calls.append({"name": item.name, "ok": True})
             self._step_calls.append(call_record(item.name, item.arguments, True, responses[-1]))
             terminated = spec.ends_episode
@@ -378,6 +375,14 @@ class ToolEnv(TextEnv):
             **self._step_info(),
         }
         return StepResult("\n".join(responses), reward, terminated, False, info)
+
+    def _show(self, text: str) -> None:
+        """Count `text` (a tool result, or another answer the env gave) among what the agent has
+        been shown: part of the state `state_hash` names."""
+        digest = text_digest(text)  # a step hashes the set of digests, not the texts
+        at = bisect.bisect_left(self._shown, digest)
+        if self._shown[at:at + 1] != [digest]:
+            self._shown.insert(at, digest)
 
     def _reward_on_truncation(self) -> float:
         return self._final_reward()

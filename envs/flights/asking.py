@@ -78,11 +78,13 @@ def read_request(opening: str, replies: str) -> tuple[dict[str, Any], dict[str, 
 class AskFirst:
     """Ask the customer for the whole request, then let `policy` play as if it had been given whole.
 
-    `one_by_one`: one question per fact (seven or eight turns) instead of one question for all."""
+    `one_by_one`: one question per fact (seven or eight turns) instead of one question for all,
+    `question` (by default `ALL_AT_ONCE`, which names every fact)."""
 
-    def __init__(self, policy: Any, one_by_one: bool = False) -> None:
+    def __init__(self, policy: Any, one_by_one: bool = False, question: str = ALL_AT_ONCE) -> None:
         self.policy = policy
         self.one_by_one = one_by_one
+        self.question = question
         self.first: str | None = None
         self.first_info: dict[str, Any] = {}
         self.pending: list[str] = []
@@ -99,7 +101,7 @@ class AskFirst:
             self.first, self.first_info, self.replies = observation, info, []
             opening = self._opening()
             facts = [f for f in QUESTIONS if f != "booking" or "my booking" in opening]
-            self.pending = [QUESTIONS[f] for f in facts] if self.one_by_one else [ALL_AT_ONCE]
+            self.pending = [QUESTIONS[f] for f in facts] if self.one_by_one else [self.question]
             return self.pending.pop(0)
         if self.first is None:
             return self.policy(observation, info)
@@ -114,9 +116,12 @@ class AskFirst:
         return self.first.split(REQUEST_HEADING, 1)[1].split("\n\n", 1)[0]
 
     def _whole(self) -> str:
-        """The first observation with the customer's opening replaced by the whole request."""
+        """The first observation with the customer's opening replaced by the whole request; as it
+        came (the opening only) when the replies did not tell who travels and when."""
         request, names = read_request(self._opening(), " ".join(self.replies))
         assert self.first is not None
+        if not request["passengers"] or not request["date"]:
+            return self.first
         head, rest = self.first.split(REQUEST_HEADING, 1)
         tools = rest.split("\n\n# Tools", 1)[1]
         return f"{head}{REQUEST_HEADING}{describe(request, names)}\n\n# Tools{tools}"

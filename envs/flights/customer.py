@@ -23,6 +23,15 @@ A message that matches several facts gets them all, one sentence each, in the or
 message that matches none gets `UNKNOWN_REPLY`. The replies depend on the task and the message only:
 the same question gets the same answer at any turn, and the same seed gives the same conversation.
 The customer's state (the turns so far) is plain data, so a fork deep-copies it.
+
+With `user="llm"` a chat model plays the same customer (`LLMCustomer`): the same opening message,
+then the model answers each question from the whole request, told in its system message to give
+only what was asked (`LLM_GUIDELINES`), through the OpenAI-compatible client TauAirline-v0's
+customer uses (`agentrl.core.users.LLMUser`).
+
+Either way, `progress` (and the shaped reward built on it) counts a subgoal only once the customer
+has told the value that identifies it (`identifying`): a search of the right route on a guessed
+date, or a look-up of a guessed passenger, must not confirm the guess.
 """
 
 from __future__ import annotations
@@ -33,8 +42,10 @@ from typing import Any
 
 from agentrl.core.results import StepResult
 from agentrl.core.trajectory import call_record
+from agentrl.core.users import LLMUser
 from agentrl.flights.text import airport
 
+USER_KINDS = (None, "deterministic", "llm")
 UNKNOWN_REPLY = "Sorry, I don't know what you mean. What do you need to know from me?"
 EMPTY_REPLY = "Empty message: write your question to the customer, or tool calls."
 # the keyword rules, in the order answers are given (see the module's docstring)
@@ -103,13 +114,25 @@ def answers(request: dict[str, Any], names: dict[str, str]) -> dict[str, str]:
     }
 
 
+def identifying(request: dict[str, Any], goal: str) -> str:
+    """The withheld value a subgoal (`env.GOALS`) confirms when it is reached: the booking code or
+    the first passenger's id for the look-up; the travel date for the route's search (for a move,
+    the booking code, whose booking gives the route and date)."""
+    if goal == "looked_up_customer":
+        return request["pnr"] or request["passengers"][0]
+    if goal == "searched_route":
+        return request["pnr"] if request["action"] == "change" else request["date"]
+    raise ValueError(f"unknown subgoal {goal!r}")
+
+
 @dataclass
-class DeterministicCustomer:
-    """A customer who answers from the task's structured request by keyword rules (see the module)."""
+class Customer:
+    """What every customer kind shares: the opening, the turn as a step's result, what was told.
+    A kind implements `reply` (which appends its turn to `turns`) and `settings`."""
 
     request: dict[str, Any]
     names: dict[str, str]
-    turns: list[dict[str, Any]] = field(default_factory=list)  # {"message", "facts", "reply"} per turn
+    turns: list[dict[str, Any]] = field(default_factory=list)  # {"message", "reply", ...} per turn
 
     def opening(self) -> str:
         return opening(self.request)
@@ -130,6 +153,22 @@ class DeterministicCustomer:
         return StepResult(reply, reward, False, False,
                           {"calls": [], "invalid_calls": 0, "source": "customer", **info})
 
+    def told(self, value: str) -> bool:
+        """Whether a reply so far holds `value` verbatim."""
+        return any(value in turn["reply"] for turn in self.turns)
+
+    def reply(self, message: str) -> str:
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class DeterministicCustomer(Customer):
+    """A customer who answers from the task's structured request by keyword rules (see the module).
+    Each turn also records the facts the message asked for."""
+
     def reply(self, message: str) -> str:
         facts = asked(message)
         known = answers(self.request, self.names)
@@ -139,3 +178,58 @@ class DeterministicCustomer:
 
     def settings(self) -> dict[str, Any]:
         return {"kind": "deterministic", "rules": [fact for fact, _stems in RULES]}
+
+
+LLM_GUIDELINES = """\
+You play a customer writing to an airline's customer service agent. You have already sent your first
+message; your whole request is the instruction below.
+- Answer only what the agent's last message asks, in one or two short sentences.
+- Never give a detail the agent did not ask for: not an id, a code, a date, a time, an amount or a seat.
+- Give ids, codes, dates, times and amounts exactly as the instruction writes them.
+- Never invent facts the instruction does not give: say you have no preference, or that you do not know."""
+GREETING = "Hi! How can I help you today?"
+FACTS_HEADING = "What you can tell when asked, one fact a line:\n"
+
+
+@dataclass
+class LLMCustomer(Customer):
+    """A chat model playing the customer (`user="llm"`): the rule customer's opening, then the
+    model's replies. The model's system message is `guidelines`, the whole request (`text`) and
+    each fact as the rule customer would tell it (`FACTS_HEADING`, one `- fact: reply` line each:
+    the request's text leaves out some, such as a move's date); it sees the desk's greeting, its
+    own opening, then the agent's messages as the other party's."""
+
+    text: str = ""
+    user: LLMUser | None = None
+
+    def __post_init__(self) -> None:
+        assert self.user is not None, "an LLMCustomer needs its LLMUser"
+        if not self.user.chat:  # a fork's copy keeps its conversation
+            self.user.chat = [
+                {"role": "system", "content": f"{self.user.guidelines}\n\nInstruction: {self.text}\n\n"
+                 + FACTS_HEADING + "".join(f"- {fact}: {reply}\n" for fact, reply in self.facts().items())},
+                {"role": "user", "content": GREETING},
+                {"role": "assistant", "content": self.opening()},
+            ]
+
+    def facts(self) -> dict[str, str]:
+        return answers(self.request, self.names)
+
+    def reply(self, message: str) -> str:
+        assert self.user is not None
+        reply = self.user.reply(message)
+        self.turns.append({"message": message, "reply": reply})
+        return reply
+
+    def settings(self) -> dict[str, Any]:
+        assert self.user is not None
+        return self.user.settings()
+
+
+def make_customer(kind: str, request: dict[str, Any], names: dict[str, str], text: str,
+                  model: dict[str, Any]) -> Customer:
+    """A fresh customer of `kind` ("deterministic" or "llm") for one episode's request; `model`
+    holds the chat model's `LLMUser` settings (base_url, model, temperature, seed, api_key)."""
+    if kind == "llm":
+        return LLMCustomer(request, names, text=text, user=LLMUser(guidelines=LLM_GUIDELINES, **model))
+    return DeterministicCustomer(request, names)

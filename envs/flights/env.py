@@ -24,7 +24,7 @@ from agentrl.core import Tool, ToolEnv, ToolError, tool
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.flights.compact import OBSERVATIONS, compact_policy_text, compact_result, signatures
-from agentrl.flights.customer import DeterministicCustomer
+from agentrl.flights.customer import USER_KINDS, Customer, identifying, make_customer
 from agentrl.flights.episode import EpisodeDatabase
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
 from agentrl.flights.queries import (
@@ -85,6 +85,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     `user=None` (default): the first observation holds the whole request. `user="deterministic"`:
     it holds the customer's opening message only (goal and route); the rest comes when the agent
     asks, in a message with no tool call, answered by keyword rules (see `customer.py`).
+    `user="llm"`: the same opening, then a chat model at `user_base_url` (OpenAI-compatible) named
+    `user_model` answers, with `user_temperature` and `user_seed` (kept in the episode's record).
 
     `granularity` ("coarse" | "default" | "fine") puts the same desk behind other tools: each level
     is a subclass, which `gym.make("agentrl/Flights-v0", granularity=...)` builds (`granularity.py`).
@@ -100,7 +102,8 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     task_fields: ClassVar[tuple[str, ...]] = ("family", "level", "split")
     # the answer key: a server takes it from its operator only (oracle analysis, SFT export)
     # and the task-id key: a client that chose it could invert the ids (see `task_ids.py`)
-    operator_kwargs = frozenset({"privileged_info", "task_id_key"})
+    # and the customer model's endpoint and key (as TauAirline-v0's)
+    operator_kwargs = frozenset({"privileged_info", "task_id_key", "user_base_url", "user_api_key"})
     granularity: ClassVar[str] = "default"
     # the episode's world and request: set by every reset, and no tool runs before the first
     world: World
@@ -125,6 +128,11 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         render_mode: str | None = None,
         granularity: str | None = None,
         user: str | None = None,
+        user_model: str | None = None,
+        user_base_url: str | None = None,
+        user_api_key: str | None = None,
+        user_temperature: float = 0.0,
+        user_seed: int | None = 0,
         observation: str = "full",
     ) -> None:
         # the level is the class (`make_flights_env` picks it); the argument is accepted and checked so
@@ -144,9 +152,13 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         self.shaped_reward, self.shaping = shaped_reward, shaping
         self.privileged_info = privileged_info
         self._task_id_key = key_bytes(task_id_key)
-        if user not in (None, "deterministic"):
-            raise ValueError(f"user must be None (the whole request) or 'deterministic', not {user!r}")
+        if user not in USER_KINDS:
+            raise ValueError(f"user must be one of {USER_KINDS} (None: the whole request), not {user!r}")
+        if user == "llm" and (not user_model or not user_base_url):
+            raise ValueError("user='llm' needs user_model and user_base_url (an OpenAI-compatible endpoint)")
         self.user_kind = user
+        self.user_model = {"base_url": user_base_url, "model": user_model, "temperature": user_temperature,
+                           "seed": user_seed, "api_key": user_api_key}
         if observation not in OBSERVATIONS:
             raise ValueError(f"observation must be one of {OBSERVATIONS}, not {observation!r}")
         self.observation_mode = observation
@@ -155,7 +167,7 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
                 name: dataclasses.replace(spec, method=COMPACT_METHOD + spec.method)
                 for name, spec in type(self).tools.items()
             }
-        self.customer: DeterministicCustomer | None = None
+        self.customer: Customer | None = None
         self._open_database()
         self._reset_seed: int | None = None
         self.world = None  # type: ignore[assignment]  # until the first reset
@@ -242,19 +254,24 @@ class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
         if self.user_kind is None:
             return self.task.text
         names = {p: self.world.passengers[p]["name"] for p in self.task.request["passengers"]}
-        self.customer = DeterministicCustomer(self.task.request, names)
+        self.customer = make_customer(self.user_kind, self.task.request, names, self.task.text,
+                                      self.user_model)
         return self.customer.first_message()
 
     def _act(self, action: str) -> StepResult:
         if self.customer is None or parse_tool_calls(action, self.max_calls_per_turn):
             return super()._act(action)
-        return self.customer.turn(action, self._step_calls, self._step_reward(), self._step_info())
+        result = self.customer.turn(action, self._step_calls, self._step_reward(), self._step_info())
+        self._show(result.observation)  # what the customer told is known from here on
+        return result
 
     def _trace_meta(self) -> dict[str, Any]:
         return {"user": self.customer.settings()} if self.customer is not None else {}
 
     def _mark(self, goal: str) -> None:
-        self._progress[goal] = True
+        # with a customer, only once it has told what the subgoal would confirm (see `customer.py`)
+        if self.customer is None or self.customer.told(identifying(self.task.request, goal)):
+            self._progress[goal] = True
 
     def _step_info(self) -> dict[str, Any]:
         if self.task is None:

@@ -13,6 +13,7 @@ from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
 from agentrl.core.tools import Tool
 from agentrl.core.trajectory import call_record
+from agentrl.core.users import DEFAULT_GUIDELINES, STOP, LLMUser, ScriptedUser
 from agentrl.tau_airline import desk as d
 from agentrl.tau_airline.data import TAU2_BENCH, AirlineData, Task, load
 from agentrl.tau_airline.database import (
@@ -25,7 +26,6 @@ from agentrl.tau_airline.database import (
 from agentrl.tau_airline.models import Reservation, User
 from agentrl.tau_airline.tau2_desk import TOOLS as TAU2_TOOLS
 from agentrl.tau_airline.tau2_desk import Tau2Desk
-from agentrl.tau_airline.users import DEFAULT_GUIDELINES, STOP, LLMUser, ScriptedUser
 
 RESPOND = "respond"
 TRANSFER = "transfer_to_human_agents"
@@ -284,6 +284,7 @@ class TauAirlineEnv(ToolEnv):
                               False, {"calls": [], "invalid_calls": 0})
         self.said.append(message)
         reply = self.user.reply(message)
+        self._show(reply)  # what the customer answered is known from here on: part of the state
         self._step_calls.append(call_record(RESPOND, {"content": message}, True, reply))
         over = STOP in reply
         reward = self._final_reward() if over else 0.0

@@ -6,6 +6,7 @@ needed again); the quick modes are small enough for CI.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -93,3 +94,16 @@ def check_bash_kill_row(stdout: str) -> None:
     assert silent == "0", f"Bash-v0 episodes lost silently: {rows[0]}"
     assert int(replayed) >= 1 and float(ms_per_step) > 0, rows[0]
     assert int(replayed) + int(lost_error) <= int(live), rows[0]
+
+
+@pytest.mark.slow
+def test_chaos_run_with_ray_actors(tmp_path):
+    """`chaos.py --quick --ray`: the holders are Ray actors of a local Ray on loopback, SIGKILLed at
+    random; no episode lost or divergent, and the kills landed."""
+    if importlib.util.find_spec("ray") is None:
+        unavailable("ray is not installed (the [cluster] extra)")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    args = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--quick", "--ray"]
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, f"chaos --ray failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "episodes lost: 0 (" in done.stdout and "divergent: 0" in done.stdout, done.stdout

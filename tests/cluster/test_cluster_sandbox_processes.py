@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +20,14 @@ from cluster_helpers import ServedCluster, ServedSandboxes, need_docker
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import EnvClient
 from agentrl.cluster_client import EpisodeLostError
-from agentrl.sandbox_server import AsyncSandboxCluster, SandboxCluster, SandboxLost, SandboxNotFound
+from agentrl.sandbox_server import (
+    AsyncSandboxCluster,
+    SandboxCluster,
+    SandboxError,
+    SandboxLost,
+    SandboxNotFound,
+    cluster_flows,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 BASH = "agentrl/Bash-v0"
@@ -59,6 +67,30 @@ def test_sandboxes_spread_over_the_servers_and_calls_go_to_their_holder(sandboxe
     # the address itself holds no sandbox: it says where to go instead of serving one
     r = httpx.post(f"{sandboxes.url}/v1/sandboxes", json={})
     assert r.status_code == 421 and "/v1/cluster" in r.json()["detail"]
+
+
+def test_a_stopped_address_leaves_a_client_that_knows_the_map_working(sandboxes, monkeypatch):
+    """The address serves only the map (docs/cluster.md, "What is promised under each fault"): with
+    it stopped, open sandboxes answer, a create whose read of the map is due is made on a server of
+    the map known, and a new client tries the address for `DISCOVERY_WAIT_S`, then says so."""
+    sandboxes.wait_up(2)
+    monkeypatch.setattr(cluster_flows, "DISCOVERY_WAIT_S", 1.0)
+    with SandboxCluster(sandboxes.url, timeout=2.0) as cluster:
+        first = cluster.create()
+        sandboxes.proc.send_signal(signal.SIGSTOP)
+        try:
+            cluster._routes.read_at = -1e9  # as after REFRESH_S: the next create reads the map
+            with cluster.create() as late:
+                assert late.exec("echo late").stdout == "late\n"
+            assert first.exec("echo first").stdout == "first\n"
+            assert cluster._routes.map_misses == 1
+            with SandboxCluster(sandboxes.url, timeout=0.5) as new, \
+                    pytest.raises(SandboxError, match="did not answer") as raised:
+                new.create()
+            assert sandboxes.url in str(raised.value)
+        finally:
+            sandboxes.proc.send_signal(signal.SIGCONT)
+        first.close()
 
 
 def test_the_async_client_spreads_routes_and_replays(sandboxes):

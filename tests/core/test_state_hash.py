@@ -140,6 +140,12 @@ def test_tau_airline_state_follows_what_was_said_and_changed():
         assert ab[0] == ba[0] and ab[2] == ba[2] and ab[1] != ba[1]
         said = hashes(env, 0, [a, b, "Hello, how can I help?"], options={"task_index": 0})
         assert said[:3] == ab and said[3] != ab[2]
+        # the same message answered otherwise by the customer is another state; answered alike, the same
+        asked = ["What is your user id?", a]
+        one = hashes(env, 0, asked, options={"task_index": 0, "user_turns": ["hi", "ada_park_101"]})
+        other = hashes(env, 0, asked, options={"task_index": 0, "user_turns": ["hi", "I forgot it"]})
+        again = hashes(env, 0, asked, options={"task_index": 0, "user_turns": ["hi", "ada_park_101"]})
+        assert one[0] == other[0] and one[1] != other[1] and one[2] != other[2] and one == again
     finally:
         env.close()
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+from customer_hacks import CUSTOMER_HACKS
 from flights_hack_policies import (
     Blind,
     BookEverything,
@@ -162,20 +163,23 @@ def measure(
     the `observation` mode ("full" or "compact").
 
     `customer`: with the deterministic customer (`user="deterministic"`), each hack first asks it for
-    the whole request (`AskFirst`), then plays as it would have on the whole request."""
+    the whole request in one question (`AskFirst`), then plays as it would have on the whole
+    request; the customer mode's own hacks (`customer_hacks.CUSTOMER_HACKS`) play as they are."""
     base = TEST_BASE if split == "test" else TRAIN_BASE
     scores: dict[str, dict[str, float]] = {}
     policies: dict[str, list[Any]] = {}
     rates: dict[str, dict[str, float]] = {f: {"infeasible": 0.0, "refused": 0.0} for f in FAMILIES}
     timings: dict[str, float] = {}
     table = hacks(n_train, range(base, base + n_seeds), observation)
+    if customer:
+        table = {name: (kwargs, functools.partial(_asking, make)) for name, (kwargs, make) in table.items()}
+        table.update(CUSTOMER_HACKS)
     for name, (kwargs, make) in table.items():
         if only is not None and name not in only | {"oracle"}:
             continue
         started = time.perf_counter()
         if customer:
             kwargs = {**kwargs, "user": "deterministic"}
-            make = functools.partial(_asking, make)
         env = gym.make(
             "agentrl/Flights-v0", split=split, stochastic=stochastic, observation=observation, **kwargs
         ).unwrapped
@@ -216,7 +220,8 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--train-seeds", type=int, default=40)
     parser.add_argument("--observation", choices=["full", "compact"], default="full")
+    parser.add_argument("--customer", action="store_true", help="with the deterministic customer")
     args = parser.parse_args()
-    measured = measure(args.seeds, args.train_seeds, observation=args.observation)
+    measured = measure(args.seeds, args.train_seeds, observation=args.observation, customer=args.customer)
     print(markdown(measured, args.seeds))
     print({name: round(seconds, 1) for name, seconds in measured["seconds"].items()})

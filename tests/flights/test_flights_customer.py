@@ -111,6 +111,8 @@ def test_the_default_is_still_the_whole_request(make_flights):
     assert info["task"]["text"] in observation and env.customer is None
     assert "No tool call found" in env.step("What date?")[0]
     with pytest.raises(ValueError, match="user must be"):
+        make_flights(user="scripted")
+    with pytest.raises(ValueError, match="user_model and user_base_url"):
         make_flights(user="llm")
 
 
@@ -212,3 +214,15 @@ def test_served_over_http(base_url, make_env):
         child.close()
     finally:
         remote.close()
+
+
+def test_what_the_customer_told_is_part_of_the_state(make_env):
+    """`state_hash` names what the agent knows: a reply changes it, in whatever order it came."""
+    a, b = make_env(), make_env()
+    before = a.reset(seed=3)[1]["state_hash"]
+    b.reset(seed=3)
+    asked_date = a.step("When?")[4]["state_hash"]
+    assert asked_date != before
+    both = a.step("Which seat?")[4]["state_hash"]
+    assert b.step("Which seat?")[4]["state_hash"] not in (before, asked_date)
+    assert b.step("When?")[4]["state_hash"] == both

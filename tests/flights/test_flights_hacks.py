@@ -140,6 +140,9 @@ def test_hacks_with_the_customer_score_no_more(with_customer):
     assert_within_base_rates(with_customer)
     assert scores["oracle"] == dict.fromkeys([*FAMILIES, "all"], 1.0)
     assert scores["random"]["all"] <= 0.05
+    for hack in ("never ask (guess from the gist)", "one question with no keyword, then guess"):
+        assert {f: s for f, s in scores[hack].items() if s > 0.02} == {}, hack
+    assert scores["oracle, one question per fact"] == dict.fromkeys([*FAMILIES, "all"], 1.0)
 
 
 # --- the compact observation mode --------------------------------------------------------------

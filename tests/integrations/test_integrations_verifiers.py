@@ -20,8 +20,8 @@ from integrations_helpers import FLIGHTS, as_call, counters, replay, require, se
 from support import AppServer
 
 from agentrl.core.tool_calls import task_text
+from agentrl.core.users import STOP
 from agentrl.integrations.episode import tool_result
-from agentrl.tau_airline.users import STOP
 
 vf = require("verifiers.v1")
 TAU = "agentrl/TauAirline-v0"

@@ -14,10 +14,10 @@ from tau_helpers import DATA, call, responses
 
 import agentrl  # noqa: F401
 from agentrl.core.trajectory import transcript
+from agentrl.core.users import STOP, UserModelError
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 from agentrl.tau_airline.env import TauAirlineEnv, gold_actions
-from agentrl.tau_airline.users import STOP, UserModelError
 
 TAU = "agentrl/TauAirline-v0"
 REFUSAL_TASK = 4

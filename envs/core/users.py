@@ -1,4 +1,5 @@
-"""The customer an agent serves: a fixed script (tests) or any OpenAI-compatible chat model.
+"""The customer an agent serves (TauAirline-v0, and Flights-v0 with a customer): a fixed script
+(tests) or any OpenAI-compatible chat model.
 
 A user answers each message the agent sends to the customer; its reply becomes the next
 observation, and a reply containing `STOP` (`###STOP###`, as in τ-bench) ends the conversation.

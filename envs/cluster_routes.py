@@ -1,0 +1,100 @@
+"""The drivers of a cluster client's routing (`agentrl.cluster_client.Router`): each sends the requests
+the router yields over a client per holder, blocking (`SyncRoutes`) or awaiting (`AsyncRoutes`), and
+sends the router their outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from agentrl.client_wire import Call
+from agentrl.cluster_client import Pause, ReplayStats, Router
+from agentrl.protocol import CLUSTER_PATH, ServerError
+
+
+def _discovery_base(url: str) -> str:
+    return url.rstrip("/")[: -len(CLUSTER_PATH)]
+
+
+class SyncRoutes:
+    """A sync client's routes over a cluster: the router, and a client per holder made by `connect`."""
+
+    def __init__(self, discovery_url: str, connect: Callable[[str], Any]) -> None:
+        self.router = Router(discovery_url)
+        self.connect = connect
+        self.clients: dict[str | None, Any] = {None: connect(_discovery_base(discovery_url))}
+        self._lock = threading.Lock()
+
+    @property
+    def stats(self) -> ReplayStats:
+        return self.router.stats
+
+    def _send(self, url: str | None, call: Call[Any]) -> Any:
+        client = self.clients.get(url)
+        if client is None:
+            with self._lock:
+                client = self.clients.get(url) or self.clients.setdefault(url, self.connect(url))  # type: ignore[arg-type]  # None: made at start
+        return client._run(call)
+
+    def run(self, call: Call[Any]) -> Any:
+        flow = self.router.route(call)
+        try:
+            target, request = next(flow)
+            while True:
+                if isinstance(request, Pause):
+                    time.sleep(request.seconds)
+                    outcome = None
+                else:
+                    try:
+                        outcome = self._send(target, request)
+                    except (ServerError, httpx.TransportError) as exc:
+                        outcome = exc
+                target, request = flow.send(outcome)
+        except StopIteration as done:
+            return done.value
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+
+class AsyncRoutes:
+    """An async client's routes over a cluster; as `SyncRoutes`, awaiting each request."""
+
+    def __init__(self, discovery_url: str, connect: Callable[[str], Any]) -> None:
+        self.router = Router(discovery_url)
+        self.connect = connect
+        self.clients: dict[str | None, Any] = {None: connect(_discovery_base(discovery_url))}
+
+    @property
+    def stats(self) -> ReplayStats:
+        return self.router.stats
+
+    async def run(self, call: Call[Any]) -> Any:
+        flow = self.router.route(call)
+        try:
+            target, request = next(flow)
+            while True:
+                if isinstance(request, Pause):
+                    await asyncio.sleep(request.seconds)
+                    target, request = flow.send(None)
+                    continue
+                client = self.clients.get(target)
+                if client is None:
+                    client = self.clients[target] = self.connect(target)  # type: ignore[arg-type]  # None: made at start
+                try:
+                    outcome = await client._run(request)
+                except (ServerError, httpx.TransportError) as exc:
+                    outcome = exc
+                target, request = flow.send(outcome)
+        except StopIteration as done:
+            return done.value
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
