@@ -7,6 +7,7 @@ objects with the same methods, so code that runs commands never cares where they
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import itertools
 import secrets
@@ -33,6 +34,28 @@ def exec_reply_limit(max_output_bytes: int) -> int:
     """The most bytes an exec reply may take as received: two captures bounded as JSON, and a few
     fields (the agent marks what it left out in a few dozen bytes per capture)."""
     return 2 * max_output_bytes + (64 << 10)
+
+
+def exec_call(
+    command: str, options: ExecOptions, script: str | None = None, script_suffix: str = ""
+) -> tuple[dict[str, Any], float, int]:
+    """An exec's request to the agent: its fields, how long to wait for the reply, and the reply's
+    size limit."""
+    # the agent reads the options as the caller gave them, flat as in the HTTP body (stdin bytes as
+    # base64 in `stdin_b64`)
+    fields: dict[str, Any] = {"command": command, **options.model_dump(mode="json")}
+    if script is not None:
+        fields["script"] = {"data": script, "suffix": script_suffix}
+        # Python scripts run in a fork of the agent's pristine zygote: no start-up cost
+        fields["fork_python"] = options.mode == "oneshot" and script_suffix == ".py"
+    # the agent enforces timeout_s; the extra wait only catches an agent that died. A reply holds
+    # two captures, each at most `max_output_bytes` as JSON (escapes counted), and a few fields
+    return fields, options.timeout_s + 30.0, exec_reply_limit(options.max_output_bytes)
+
+
+def code_options(options: ExecOptions | None, changes: ExecArgs) -> ExecOptions:
+    """A script's options: `mode` is always oneshot."""
+    return exec_options(options, changes).model_copy(update={"mode": "oneshot"})
 
 
 @runtime_checkable
@@ -123,13 +146,27 @@ class AgentSandbox:
     def _call(
         self, op: str, wait_s: float | None = 60.0, limit: int = 1 << 20, **fields: Any
     ) -> dict[str, Any]:
+        with self._calling():
+            return self.link.call(op, wait_s=wait_s, limit=limit, **fields)
+
+    async def _acall(
+        self, op: str, wait_s: float | None = 60.0, limit: int = 1 << 20, **fields: Any
+    ) -> dict[str, Any]:
+        """`_call` on the event loop (`AgentLink.acall`)."""
+        with self._calling():
+            return await self.link.acall(op, wait_s=wait_s, limit=limit, **fields)
+
+    @contextlib.contextmanager
+    def _calling(self) -> Iterator[None]:
+        """Around every call: the pending bound, the idle clock, and a clear error when the sandbox
+        was closed under the call."""
         if self.closed_reason:
             raise SandboxNotFound(f"sandbox {self.sandbox_id} is gone: {self.closed_reason}")
         if not self._pending.acquire(blocking=False):
             raise Busy(f"sandbox {self.sandbox_id} already has {self.max_pending} calls running or waiting")
         self.info.last_used_at = time.time()
         try:
-            return self.link.call(op, wait_s=wait_s, limit=limit, **fields)
+            yield
         except SandboxError:
             if self.closed_reason:  # closed under a running call (TTL, delete): say so
                 raise SandboxNotFound(f"sandbox {self.sandbox_id} is gone: {self.closed_reason}") from None
@@ -148,19 +185,8 @@ class AgentSandbox:
         **changes: Unpack[ExecArgs],
     ) -> ExecResult:
         """`Sandbox.exec`; `script` (with its file suffix) is written for the command to run as `{script}`."""
-        options = exec_options(options, changes)
-        # the agent reads the options as the caller gave them, flat as in the HTTP body (stdin bytes as
-        # base64 in `stdin_b64`)
-        fields: dict[str, Any] = {"command": command, **options.model_dump(mode="json")}
-        if script is not None:
-            fields["script"] = {"data": script, "suffix": script_suffix}
-            # Python scripts run in a fork of the agent's pristine zygote: no start-up cost
-            fields["fork_python"] = options.mode == "oneshot" and script_suffix == ".py"
-        # the agent enforces timeout_s; the extra wait only catches an agent that died. A reply holds
-        # two captures, each at most `max_output_bytes` as JSON (escapes counted), and a few fields
-        limit = exec_reply_limit(options.max_output_bytes)
-        reply = self._call("exec", wait_s=options.timeout_s + 30.0, limit=limit, **fields)
-        return ExecResult(**reply)
+        fields, wait_s, limit = exec_call(command, exec_options(options, changes), script, script_suffix)
+        return ExecResult(**self._call("exec", wait_s=wait_s, limit=limit, **fields))
 
     def run_code(
         self,
@@ -170,8 +196,18 @@ class AgentSandbox:
         **changes: Unpack[ExecArgs],
     ) -> ExecResult:
         suffix, command = script_command(language)
-        options = exec_options(options, changes).model_copy(update={"mode": "oneshot"})
-        return self.exec(command, options, script=code, script_suffix=suffix)
+        return self.exec(command, code_options(options, changes), script=code, script_suffix=suffix)
+
+    async def aexec(self, command: str, options: ExecOptions) -> ExecResult:
+        """`exec` on the event loop: what the server's exec route runs, with no worker thread."""
+        fields, wait_s, limit = exec_call(command, options)
+        return ExecResult(**await self._acall("exec", wait_s=wait_s, limit=limit, **fields))
+
+    async def arun_code(self, code: str, language: str, options: ExecOptions) -> ExecResult:
+        """`run_code` on the event loop."""
+        suffix, command = script_command(language)
+        fields, wait_s, limit = exec_call(command, code_options(options, {}), code, suffix)
+        return ExecResult(**await self._acall("exec", wait_s=wait_s, limit=limit, **fields))
 
     def reset_processes(self) -> None:
         self._call("reset", wait_s=30.0)

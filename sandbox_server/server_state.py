@@ -1,9 +1,10 @@
 """What the sandbox server's routes share: tenants, lanes, quotas and the one admission path.
 
-Blocking backend calls run in worker threads, but never from one shared pool: each sandbox's calls
-go through its own lane (one call at a time, as its agent is serial; the excess waits without a
-thread and beyond `max_pending` is answered 429), creates and /run_code have limiters of their own,
-and DELETE needs none, so no sandbox can starve another, or the server. A call reads its body only
+Each sandbox's calls go through its own lane (one call at a time, as its agent is serial; the excess
+waits without a thread and beyond `max_pending` is answered 429); an exec then waits for the agent on
+the event loop (`AgentLink.acall`), other blocking backend calls in a worker thread of their own.
+Creates and /run_code have limiters of their own, and DELETE needs none, so no sandbox can starve
+another, or the server. A call reads its body only
 once it has its turn, and big ones take a heavy slot (admission.py): memory is bounded by the
 operator's settings, not by what requests carry.
 """

@@ -6,7 +6,10 @@ import json
 import shlex
 import socket
 import struct
+import threading
+import time
 
+import anyio
 import httpx
 import pytest
 
@@ -90,11 +93,16 @@ class _FakeAgent:
 
         class Channel(PipeChannel):
             def __init__(self) -> None:
-                self.fd = fake.host.fileno()
+                fake.host.setblocking(False)
+                self.read_fd = self.write_fd = fake.host.fileno()
 
             def send(self, data: bytes) -> None:
                 if b'"op":"beat"' not in data:  # heartbeats get no answer
                     fake.agent.sendall(fake.answer)
+
+            def send_nowait(self, data: memoryview) -> int:
+                self.send(bytes(data))
+                return len(data)
 
             def close(self) -> None:
                 fake.host.close()
@@ -115,14 +123,73 @@ def rss_kb() -> int:
         (struct.pack(">I", 12) + b'{"id":"abc"}', "another request"),
     ],
 )
-def test_a_malformed_or_oversized_reply_marks_the_sandbox_dead(answer, why):
+@pytest.mark.parametrize("on_the_loop", [False, True], ids=["call", "acall"])
+def test_a_malformed_or_oversized_reply_marks_the_sandbox_dead(answer, why, on_the_loop):
     link = _FakeAgent(answer).link()
+    call = (lambda op, **kw: anyio.run(lambda: link.acall(op, **kw))) if on_the_loop else link.call
     before = rss_kb()
     with pytest.raises(SandboxDead, match=why):
-        link.call("exec", wait_s=5)
+        call("exec", wait_s=5)
     assert rss_kb() - before < 20_000  # the header's 4 GB were never allocated
     with pytest.raises(SandboxDead, match=why):  # dead for good, with the first reason
-        link.call("hello", wait_s=5)
+        call("hello", wait_s=5)
+
+
+def test_a_silent_agent_times_out_on_the_event_loop_too():
+    link = _FakeAgent(b"").link()  # never answers
+    start = time.monotonic()
+    with pytest.raises(SandboxDead, match=r"did not answer within 0\.3 s"):
+        anyio.run(lambda: link.acall("exec", wait_s=0.3))
+    assert 0.3 <= time.monotonic() - start < 5
+    assert link.dead and not link.lock.locked()
+
+
+class _SlowAgent:
+    """An agent on a socket that answers each request (with its id and op) after `delay_s`."""
+
+    def __init__(self, delay_s: float):
+        self.host, agent = socket.socketpair()
+        self.host.setblocking(False)
+        threading.Thread(target=self._serve, args=(agent, delay_s), daemon=True).start()
+
+    @staticmethod
+    def _serve(agent: socket.socket, delay_s: float) -> None:
+        with agent:
+            while header := agent.recv(4, socket.MSG_WAITALL):
+                request = json.loads(agent.recv(struct.unpack(">I", header)[0], socket.MSG_WAITALL))
+                time.sleep(delay_s)
+                reply = json.dumps({"id": request["id"], "ok": True, "op": request["op"]}).encode()
+                agent.sendall(struct.pack(">I", len(reply)) + reply)
+
+    def link(self) -> AgentLink:
+        from agentrl.sandbox_server.channel import PipeChannel
+
+        host = self.host
+
+        class Channel(PipeChannel):
+            def __init__(self) -> None:
+                self.read_fd = self.write_fd = host.fileno()
+
+            def close(self) -> None:
+                host.close()
+
+        return AgentLink(Channel())
+
+
+def test_a_cancelled_caller_still_takes_its_own_reply():
+    """A call on the event loop whose caller is cancelled once the request is out still reads its
+    reply, so the next call gets its own answer instead of the stale one (which would kill the link)."""
+    link = _SlowAgent(0.3).link()
+
+    async def main() -> tuple[float, dict]:
+        start = time.monotonic()
+        with anyio.move_on_after(0.05):
+            await link.acall("exec", wait_s=5)
+        waited = time.monotonic() - start
+        return waited, await link.acall("hello", wait_s=5)
+
+    waited, reply = anyio.run(main)
+    assert waited >= 0.3 and reply == {"op": "hello"} and not link.dead
 
 
 def test_a_broken_sandbox_is_a_clear_410_over_http(server):

@@ -187,14 +187,20 @@ def agent_requests(server, monkeypatch) -> Iterator[tuple[Any, list[dict[str, An
 
     def spy(sandbox_id: str) -> None:
         link = server.app.state.backend.get(sandbox_id).link
-        call = link.call
+        call, acall = link.call, link.acall  # in a thread (in process), on the event loop (the server)
 
         def recording(op: str, **fields: Any) -> dict[str, Any]:
             if op == "exec":
                 seen.append(fields)
             return call(op, **fields)
 
+        async def arecording(op: str, **fields: Any) -> dict[str, Any]:
+            if op == "exec":
+                seen.append(fields)
+            return await acall(op, **fields)
+
         monkeypatch.setattr(link, "call", recording)
+        monkeypatch.setattr(link, "acall", arecording)
 
     yield spy, seen
 
@@ -242,6 +248,8 @@ def test_binary_stdin_over_http(server, client):
         assert sb.exec(HEX, stdin=EVERY_BYTE).stdout == EVERY_BYTE.hex()
         assert sb.exec(HEX, stdin=EVERY_BYTE, mode="oneshot").stdout == EVERY_BYTE.hex()
         assert sb.exec("wc -c", stdin=b"\xff" * 100_000).stdout.strip() == "100000"
+        # more than the attach socket takes at once: the server's frame goes out in parts
+        assert sb.exec("wc -c", stdin=b"\xff" * (4 << 20)).stdout.strip() == str(4 << 20)
         reversed_ = sb.run_code(
             "import sys; sys.stdout.write(sys.stdin.buffer.read()[::-1].hex())", stdin=b"\x00\xfe"
         )
