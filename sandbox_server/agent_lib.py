@@ -287,10 +287,16 @@ class Zygote:
 
     def spawn(self, request, out_w, err_w):
         socket.send_fds(self.sock, [json.dumps(request).encode()], [out_w, err_w])
-        return int(self.sock.recv(64))
+        return self._number("pid")
 
     def status(self):
-        return int(self.sock.recv(64))
+        return self._number("exit status")
+
+    def _number(self, what):
+        got = self.sock.recv(64)
+        if not got:
+            raise RuntimeError(f"the Python launcher (zygote) is gone: no {what} for the script")
+        return int(got)
 
 
 def serve_zygote(sock):
@@ -335,10 +341,16 @@ class Spare:
             fresh = Spare()
             self.sock, self.pid = fresh.sock, fresh.pid
         announce(self.pid)
-        socket.send_fds(self.sock, [msg], fds)
-        for fd in fds:
-            os.close(fd)
-        self.sock.close()
+        try:
+            socket.send_fds(self.sock, [msg], fds)
+        except (BrokenPipeError, ConnectionResetError):
+            # the agent killed it between the announcement and the hand-off (its deadline had passed
+            # at once): its exit status, sent next, says so; the zygote must live on for later scripts
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+            self.sock.close()
         return self.pid
 
 

@@ -57,6 +57,17 @@ def test_idle_timeout(sandbox):
     assert result.duration_ms < 20_000
 
 
+def test_python_scripts_outlive_deadlines_that_pass_at_once(sandbox):
+    """A script's deadline that has passed before it starts kills it between the launcher's
+    announcing its pid and handing it the script: the launcher must live on (it died with a broken
+    pipe, and every later Python script of the sandbox failed). 150 tries hit that moment here."""
+    statuses = {sandbox.run_code("print(1)", "python", idle_timeout_s=idle).status
+                for _ in range(50) for idle in (1e-9, 1e-5, 1e-3)}
+    assert statuses <= {"ok", "timeout", "error"}, statuses
+    after = sandbox.run_code("print(2)", "python")
+    assert (after.status, after.stdout) == ("ok", "2\n")
+
+
 def test_huge_output_is_truncated_quickly(sandbox):
     start = time.monotonic()
     result = sandbox.exec("head -c 200000000 /dev/zero | tr '\\0' x", timeout_s=60, max_output_bytes=1000)
