@@ -146,7 +146,9 @@ class AttachChannel(PollingChannel):
     def read_fd(self) -> int:  # type: ignore[override]
         return self.sock.fileno()
 
-    write_fd = read_fd
+    @property
+    def write_fd(self) -> int:  # type: ignore[override]
+        return self.sock.fileno()
 
     def send_nowait(self, data: memoryview) -> int:
         try:
@@ -254,11 +256,10 @@ class ReplyBuffer:
         """Take `chunk`; True once the whole reply is in `value`."""
         self.buf += chunk
         if self.size is None and len(self.buf) >= 4:
-            (self.size,) = HEADER.unpack(self.buf[:4])
-            if self.size > self.limit:
-                raise ProtocolError(
-                    f"a reply of {self.size} bytes, over the {self.limit} this request allows"
-                )
+            (size,) = HEADER.unpack(self.buf[:4])
+            if size > self.limit:
+                raise ProtocolError(f"a reply of {size} bytes, over the {self.limit} this request allows")
+            self.size = size
         if self.size is None or len(self.buf) < 4 + self.size:
             return False
         if len(self.buf) > 4 + self.size:

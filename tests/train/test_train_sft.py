@@ -112,3 +112,31 @@ def test_the_sft_command_writes_a_checkpoint(tmp_path, toy_model, toy_tokenizer,
     assert main([*argv, "--no-progress"]) == 0
     assert '"checkpoint"' in capsys.readouterr().out
     assert (tmp_path / "sft" / "checkpoint" / "model.safetensors").exists()
+
+
+def test_a_step_in_passes_equals_one_pass(toy_model, toy_tokenizer):
+    """`pass_tokens` bounds a backward pass's memory, not what the step computes: the same batch in
+    one pass or in one pass per episode gives the same loss, token count and gradients."""
+    import copy
+
+    import torch
+
+    from agentrl.agent_train.sft import _passes, sft_step
+
+    batch = [tokenize_episode(toy_tokenizer, [{"role": "user", "content": toy_env.prompt(cue)},
+                                              {"role": "assistant", "content": colour}])
+             for cue, colour in toy_env.CUES.items()]
+    longest = max(len(t.ids) for t in batch)
+    assert [len(p) for p in _passes(batch, longest)] == [1] * len(batch)
+    assert len(_passes(batch, longest * len(batch))) == 1
+
+    def step(pass_tokens: int) -> tuple[float, int, list[torch.Tensor]]:
+        model = copy.deepcopy(toy_model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # the gradients stay to be read
+        loss, tokens = sft_step(model, optimizer, batch, toy_tokenizer.pad_token_id, 1e9, "cpu", pass_tokens)
+        return loss, tokens, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    whole, apart = step(longest * len(batch)), step(1)
+    assert whole[1] == apart[1] > 0 and abs(whole[0] - apart[0]) < 1e-5
+    assert len(whole[2]) == len(apart[2]) > 0
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole[2], apart[2], strict=True))
