@@ -6,6 +6,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import pytest
@@ -58,3 +59,23 @@ class AppServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+def chat_app(requests: list[dict[str, Any]], answer: Callable[[dict[str, Any]], str]) -> Any:
+    """A scripted OpenAI-compatible `POST /v1/chat/completions` (a FastAPI app for `AppServer`) whose
+    reply text is `answer(body)`; every request body is kept in `requests`, in order."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    lock = threading.Lock()
+
+    @app.post("/v1/chat/completions")
+    def complete(body: dict) -> dict:
+        with lock:
+            requests.append(body)
+        text = answer(body)
+        return {"id": "x", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}]}
+
+    return app

@@ -6,12 +6,10 @@ has told, and a failing endpoint is loud."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
-from support import AppServer
+from support import AppServer, chat_app
 
 from agentrl.core.users import UserModelError
 from agentrl.demo import play_episode
@@ -23,31 +21,19 @@ from agentrl.flights.tasks import FAMILIES, LEVELS
 SEEDS = range(90_000, 90_004)  # per family
 
 
-def rule_customer_app(requests: list[dict[str, Any]]) -> FastAPI:
-    """`POST /v1/chat/completions` answering the last message by the keyword rules over the fact
-    lines (`- fact: reply`) of the system message; every request body is kept."""
-    app = FastAPI()
-    lock = threading.Lock()
-
-    @app.post("/v1/chat/completions")
-    def complete(body: dict) -> dict:
-        with lock:
-            requests.append(body)
-        lines = body["messages"][0]["content"].split(FACTS_HEADING, 1)[1].splitlines()
-        facts = dict(line[2:].split(": ", 1) for line in lines if line.startswith("- "))
-        wanted = asked(body["messages"][-1]["content"])
-        text = " ".join(facts[f] for f in wanted) if wanted else UNKNOWN_REPLY
-        return {"id": "x", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}]}
-
-    return app
+def rule_answer(body: dict[str, Any]) -> str:
+    """The last message answered by the keyword rules over the fact lines (`- fact: reply`) of the
+    system message."""
+    lines = body["messages"][0]["content"].split(FACTS_HEADING, 1)[1].splitlines()
+    facts = dict(line[2:].split(": ", 1) for line in lines if line.startswith("- "))
+    wanted = asked(body["messages"][-1]["content"])
+    return " ".join(facts[f] for f in wanted) if wanted else UNKNOWN_REPLY
 
 
 @pytest.fixture(scope="module")
 def server():
     requests: list[dict[str, Any]] = []
-    with AppServer(rule_customer_app(requests)) as served:
+    with AppServer(chat_app(requests, rule_answer)) as served:
         served.requests = requests  # type: ignore[attr-defined]
         yield served
 

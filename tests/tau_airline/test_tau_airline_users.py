@@ -5,11 +5,10 @@ customer's turns and settings are in them), determinism, and the env served over
 from __future__ import annotations
 
 import json
-import threading
 
 import gymnasium as gym
 import pytest
-from support import AppServer
+from support import AppServer, chat_app
 from tau_helpers import DATA, call, responses
 
 import agentrl  # noqa: F401
@@ -24,29 +23,10 @@ REFUSAL_TASK = 4
 TURNS = ["Hi, I need to cancel a trip.", "It is RES004, user cole_vance_202.", "Fine, thanks.", STOP]
 
 
-def customer_app(requests: list[dict]):
-    """An OpenAI-compatible chat endpoint whose customer answers by how many turns it has had."""
-    from fastapi import FastAPI
-
-    app = FastAPI()
-    lock = threading.Lock()
-
-    @app.post("/v1/chat/completions")
-    def complete(body: dict) -> dict:
-        with lock:
-            requests.append(body)
-        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        text = TURNS[min(said, len(TURNS) - 1)]
-        return {
-            "id": "x",
-            "object": "chat.completion",
-            "model": body["model"],
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
-        }
-
-    return app
+def turn_answer(body: dict) -> str:
+    """The customer answers by how many turns it has had."""
+    said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    return TURNS[min(said, len(TURNS) - 1)]
 
 
 def test_scripted_user_conversation():
@@ -84,7 +64,7 @@ def test_scripted_turns_per_reset_and_empty_messages():
 
 def test_llm_user_against_an_openai_compatible_server():
     requests: list[dict] = []
-    with AppServer(customer_app(requests)) as server:
+    with AppServer(chat_app(requests, turn_answer)) as server:
         env = TauAirlineEnv(
             DATA,
             user="llm",
@@ -127,7 +107,7 @@ def test_llm_user_against_an_openai_compatible_server():
 
 
 def test_llm_user_failure_is_loud():
-    with AppServer(customer_app([])) as server:
+    with AppServer(chat_app([], turn_answer)) as server:
         env = TauAirlineEnv(DATA, user="llm", user_model="m", user_base_url=server.url + "/nothing-here")
         with pytest.raises(UserModelError, match="404"):
             env.reset(seed=0, options={"task_index": 0})
