@@ -67,9 +67,9 @@ def plot(path: Path, stages: list[tuple[str, float]], sft_rows: list[dict], grpo
     ]
     if pts:
         axes[2].plot(*zip(*pts, strict=True), marker="o", label="train success")
+        axes[2].legend(fontsize=8)
     axes[2].set_title("GRPO from the SFT checkpoint")
     axes[2].set_xlabel("step")
-    axes[2].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
