@@ -20,6 +20,14 @@ FLIGHTS = "agentrl/Flights-v0"
 START_TIMEOUT_S = 180.0  # a loaded two-core machine starts two servers importing the envs slowly
 
 
+def answers(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether the server at `url` answers its health check within `timeout_s`."""
+    try:
+        return httpx.get(f"{url}/health", timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 # Ray on loopback only: every Ray service binds 127.0.0.1 (see Ray's single-machine switch)
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0"}
@@ -102,20 +110,16 @@ class ServedCluster(ServedHolders):
     def ensure_up(self, count: int) -> list[dict[str, Any]]:
         """At least `count` holders up and answering, adding some where killed ones are gone for good
         (Ray actors are not started again); waits out a map that still calls a killed holder up."""
-        def answers(holder):
-            try:
-                return httpx.get(f"{holder['url']}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             holders = self.holders()
-            up = [h for h in holders if h["state"] == "up" and answers(h)]
+            up = [h for h in holders if h["state"] == "up" and answers(h["url"], 2)]
             starting = [h for h in holders if h["state"] == "starting"]
             if len(up) >= count and not starting:
                 return up
-            if len(up) + len(starting) < count and all(h["state"] != "up" or answers(h) for h in holders):
+            if len(up) + len(starting) < count and all(
+                h["state"] != "up" or answers(h["url"], 2) for h in holders
+            ):
                 r = httpx.post(f"{self.discovery}/holders", json={"n": count - len(up) - len(starting)},
                                timeout=START_TIMEOUT_S)
                 assert r.status_code == 201, r.text

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 import httpx
 import pytest
-from cluster_helpers import ECHO, ServedCluster
+from cluster_helpers import ECHO, ServedCluster, answers
 from support import free_port
 
 import agentrl  # noqa: F401  (registers the env ids)
@@ -44,13 +44,6 @@ def local(seed: int, texts: list[str]) -> list[str]:
     env = gym.make(ECHO).unwrapped
     env.reset(seed=seed)
     return [env.step(echo(t))[0] for t in texts]
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_a_hung_holder_costs_one_timeout_then_its_episode_is_replayed_elsewhere(cluster):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 import httpx
 import pytest
-from cluster_helpers import ServedCluster, ServedSandboxes, need_docker
+from cluster_helpers import ServedCluster, ServedSandboxes, answers, need_docker
 
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import EnvClient
@@ -150,20 +150,13 @@ def test_a_killed_server_s_sandboxes_are_replayed_into_another_or_lost_loudly(sa
         # a call there is answered "no such sandbox", which is a loss too
         victim_url = next(h["url"] for h in sandboxes.holders() if h["holder"] == victim)
         deadline = time.monotonic() + 120
-        while not answers(victim_url):
+        while not answers(victim_url, 2):
             assert time.monotonic() < deadline, f"{victim} not restarted"
             time.sleep(0.1)
         assert later.read_file("x.txt") == b"x\n" and later.replays == 1  # a read: replayed, not recorded
         for s in (clocked, exact, later):
             s.close()
     sandboxes.wait_up(2)
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_bash_episode_goes_on_when_its_sandbox_server_dies(sandboxes):
