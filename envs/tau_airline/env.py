@@ -156,9 +156,10 @@ class TauAirlineEnv(ToolEnv):
     hands off, the hand-off (`transfer_to_human_agents`); elsewhere a message with a refusal phrase
     (`REFUSAL_PHRASES`) and no hand-off; either way after the look-ups the gold makes (each of its
     calls but `think`, `calculate` and the hand-off, made by the agent with the same arguments and
-    answered without error). Without it, an agent that only stalls earns 1 on such tasks, as in the
-    benchmark; with it, a blind apology, a hand-off at once or a refusal of a task that needed none
-    earns nothing. Always: a message with more than `MAX_NUMBERS_PER_MESSAGE` numbers says no
+    answered without error), or, where the gold makes none, after reading the customer's profile
+    and one of the customer's reservations. Without it, an agent that only stalls earns 1 on such
+    tasks, as in the benchmark; with it, a blind apology, a hand-off at once or a refusal of a task
+    that needed none earns nothing. Always: a message with more than `MAX_NUMBERS_PER_MESSAGE` numbers says no
     required output (the benchmark's substring rule would pay a message listing every number).
     """
 
@@ -325,12 +326,28 @@ class TauAirlineEnv(ToolEnv):
                 stated = self.transferred
             else:
                 stated = not self.transferred and any(_REFUSAL.search(m) for m in self.said)
-            grounded = all(any(self._matches(action, name, args) for name, args in looked_up)
-                           for action in self.task.actions if action.name not in UNGROUNDING)
+            grounded = self._grounded(looked_up)
             info["refusal_stated"], info["refusal_grounded"] = stated, grounded
             reward *= float(stated and grounded)
         self.reward_info = info
         return reward
+
+    def _grounded(self, looked_up: list[tuple[str, Any]]) -> bool:
+        """Whether the agent read what a refusal or hand-off of this task is a judgement about: the
+        look-ups the gold makes; where the gold makes none (the benchmark lists no look-ups for
+        most of its refusals), the customer's profile and one of the customer's reservations, as
+        the policy asks of every change or cancellation (user id and reservation id first)."""
+        assert self.data is not None, "a reward of an episode that was reset"
+        needed = [a for a in self.task.actions if a.name not in UNGROUNDING]
+        if needed:
+            return all(any(self._matches(action, name, args) for name, args in looked_up)
+                       for action in needed)
+        user = self.task.user_id
+        own = set(self.data.users.get(user, {}).get("reservations", ()))
+        read = {name: [args for n, args in looked_up if n == name and isinstance(args, dict)]
+                for name in ("get_user_details", "get_reservation_details")}
+        return (any(args.get("user_id") == user for args in read["get_user_details"])
+                and any(args.get("reservation_id") in own for args in read["get_reservation_details"]))
 
     @staticmethod
     def _matches(action: Any, name: str, arguments: Any) -> bool:

@@ -28,7 +28,7 @@ def test_documents_round_trip_exactly():
 
 def test_tasks_are_read_from_the_python_task_list():
     data = load(DATA)
-    assert len(data.tasks) == 8
+    assert len(data.tasks) == 10
     first = data.tasks[0]
     assert first.user_id == "ada_park_101" and first.actions[0].name == "book_reservation"
     assert first.actions[0].kwargs["payment_methods"][1] == {"payment_id": "gift_card_1002", "amount": 50}
@@ -57,7 +57,7 @@ def test_the_data_subfolder_layout_and_a_missing_file(tmp_path: Path):
     root = tmp_path / "airline"
     for name in ("wiki.md", "tasks_test.py"):
         (root / "data" / name).rename(root / name)
-    assert len(load(root).tasks) == 8  # τ-bench's own layout: JSON under data/, tasks and policy beside
+    assert len(load(root).tasks) == 10  # τ-bench's own layout: JSON under data/, tasks and policy beside
     broken = tmp_path / "broken"
     shutil.copytree(DATA, broken)
     (broken / "flights.json").unlink()

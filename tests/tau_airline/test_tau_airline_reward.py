@@ -8,7 +8,7 @@ import pytest
 from tau_helpers import DATA, call
 
 from agentrl.tau_airline.data import load
-from agentrl.tau_airline.env import TauAirlineEnv, gold_actions, gold_state, initial_state
+from agentrl.tau_airline.env import UNGROUNDING, TauAirlineEnv, gold_actions, gold_state, initial_state
 
 TASKS = load(DATA).tasks
 N = len(TASKS)
@@ -44,8 +44,14 @@ def test_gold_replay_scores_one(index):
 
 @pytest.mark.parametrize("index", range(N))
 def test_gold_replay_with_the_refusal_said_scores_one_under_strict_refusals(index):
-    """The grounding rule asks nothing the gold does not do: its own look-ups ground its refusal."""
+    """The grounding rule asks nothing a careful agent does not do: the gold's own look-ups ground
+    its refusal; where the gold makes none, reading the customer's profile and reservations first."""
     actions = gold_actions(TASKS[index])
+    if not any(a.name not in UNGROUNDING for a in TASKS[index].actions):
+        user = TASKS[index].user_id
+        actions = [call("get_user_details", user_id=user)] + [
+            call("get_reservation_details", reservation_id=r) for r in load(DATA).users[user]["reservations"]
+        ] + actions
     if not actions[-1].startswith("<tool_call>"):  # the closing message states the refusal
         actions[-1] = f"I'm sorry, but I cannot do that. {actions[-1]}"
     reward, info = play(actions, index, strict_refusals=True)
@@ -157,6 +163,23 @@ def test_hack_suite_scores_only_the_benchmark_s_own_false_positive_by_default(ha
         reward, _ = play(HACKS[hack](task), task.index)
         if task.index not in passive:
             assert reward == 0.0, (hack, task.index)
+
+
+def test_a_refusal_after_reading_the_records_is_paid_only_on_tasks_that_are_refusals():
+    """The rule's limit, measured: a policy that reads the customer's profile and first reservation
+    and then refuses everything is not blind, and no rule on the final state can tell its refusal
+    from a judged one. It earns exactly on the refusal tasks whose gold makes no look-up of its own
+    (where reading those records is the grounding), and nothing on any task that needed an action,
+    an output, a hand-off or another look-up."""
+    def read_then_refuse(task) -> list[str]:
+        reservations = load(DATA).users[task.user_id]["reservations"][:1]
+        return ([call("get_user_details", user_id=task.user_id)]
+                + [call("get_reservation_details", reservation_id=r) for r in reservations]
+                + ["I'm sorry, but I cannot help with that."])
+    paid = {t.index for t in TASKS if play(read_then_refuse(t), t.index, strict_refusals=True)[0] > 0}
+    refusals_without_look_ups = {t.index for t in TASKS if not changes_database(t.index) and not t.outputs
+                                 and not t.actions}
+    assert refusals_without_look_ups and paid == refusals_without_look_ups
 
 
 def test_hack_table(capsys):

@@ -117,4 +117,20 @@ TASKS = [
         ],
         outputs=[],
     ),
+    Task(
+        annotator="0",
+        user_id="ada_park_101",
+        instruction="Your user id is ada_park_101. Cancel your trip from Seattle to New York and get a full refund. You booked it weeks ago in basic economy without insurance; insist, then accept a refusal.",
+        actions=[],
+        outputs=[],
+    ),
+    Task(
+        annotator="0",
+        user_id="cole_vance_202",
+        instruction="Your user id is cole_vance_202. You want the trip in RES004 to end in Las Vegas instead of Seattle.",
+        actions=[
+            Action(name="transfer_to_human_agents", kwargs={"summary": "Wants to change the destination of RES004."}),
+        ],
+        outputs=[],
+    ),
 ]
