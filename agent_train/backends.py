@@ -236,9 +236,42 @@ class HFBackend(BatchingBackend):
             logits = logits.scatter(1, order, logits.gather(1, order).masked_fill(outside, float("-inf")))
         return torch.log_softmax(logits, dim=-1)
 
-    def generate_batch(
-        self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
-    ) -> list[Generation]:
+    def _encode_shared_prompts(self, prompts: list[list[int]]) -> None:
+        """Encode once, into the prefix cache, each prompt that several rows of this batch start
+        from and the cache does not hold yet: a GRPO group's first turn is one task's prompt
+        sampled G times, and its prefill would otherwise cost G rows. Every row then takes the
+        prompt's keys and values from the cache and encodes only its last id (whose logits it
+        samples from), as a later turn does."""
+        if self.prefix_cache is None:
+            return
+        cache = self.prefix_cache
+        counts: dict[tuple[int, ...], int] = {}
+        for p in prompts:
+            counts[tuple(p)] = counts.get(tuple(p), 0) + 1
+        shared = [list(p[:-1]) for p, count in counts.items()
+                  if count > 1 and len(p) > 2 and cache.covered(list(p)) < len(p) - 1]
+        if not shared:
+            return
+        import torch
+
+        tokens, attention, positions, ids, past = self._first_pass(shared)
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=ids,
+                attention_mask=attention.to(self.device),
+                position_ids=positions,
+                use_cache=True,
+                **{self._cache_arg: past},
+                **self._last_logits_only,
+            )
+        for row in split_rows(getattr(out, self._cache_arg), tokens, attention.bool()):
+            cache.store(row)
+
+    def _first_pass(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any, Any]:
+        """The inputs of a batch's first forward pass: each row's cached prefix (if any) as a
+        cache, and its new ids. Row i is [pad][its cached prefix][pad][its new prompt ids]; pads
+        are masked out. Returns all tokens and the mask (cached part included), the new ids'
+        positions and ids, and the cache."""
         import torch
 
         n = len(prompts)
@@ -246,7 +279,6 @@ class HFBackend(BatchingBackend):
         past = [0 if r is None else len(r.ids) for r in reused]
         suffixes = [p[k:] for p, k in zip(prompts, past, strict=True)]
         width_past, width_new = max(past), max(len(s) for s in suffixes)
-        # row i: [pad][its cached prefix][pad][its new prompt ids]; pads are masked out
         tokens = torch.full((n, width_past + width_new), self.pad_id, dtype=torch.long)
         attention = torch.zeros((n, width_past + width_new), dtype=torch.long)
         for i, (entry, suffix) in enumerate(zip(reused, suffixes, strict=True)):
@@ -257,7 +289,16 @@ class HFBackend(BatchingBackend):
             attention[i, tokens.shape[1] - len(suffix) :] = 1
         positions = (attention.cumsum(-1) - 1).clamp_min(0)[:, width_past:].to(self.device)
         ids = tokens[:, width_past:].to(self.device)
-        cache = batch_cache(reused, width_past)
+        return tokens, attention, positions, ids, batch_cache(reused, width_past)
+
+    def generate_batch(
+        self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
+    ) -> list[Generation]:
+        import torch
+
+        n = len(prompts)
+        self._encode_shared_prompts(prompts)
+        tokens, attention, positions, ids, cache = self._first_pass(prompts)
         generators = [torch.Generator().manual_seed(s) for s in seeds]
         stop = torch.tensor(sorted(self.stop_ids))
         limits = torch.tensor(max_new)

