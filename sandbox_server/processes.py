@@ -22,17 +22,16 @@ normally terminates them first, and each closes its containers.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from agentrl.cluster.children import free_port
-from agentrl.cluster.holders import PoolSettings
+from agentrl.cluster.holders import PoolSettings, lifespan
 from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
 from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo
 
@@ -70,14 +69,7 @@ def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
     With `tokens` (the server's token and tenants' tokens), the map is read with any one of them.
     """
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await pool.start(pool.count)
-        try:
-            yield
-        finally:
-            await pool.stop()
-    app = FastAPI(title="agentrl sandbox cluster", lifespan=lifespan,
+    app = FastAPI(title="agentrl sandbox cluster", lifespan=lifespan(pool, pool.count),
                   description="Where the sandbox servers of this address are; sandboxes go to them directly.")
 
     def allowed(request: Request) -> bool:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -167,9 +168,24 @@ class HolderPool(Generic[InfoT]):
 
     # --- the health watcher --------------------------------------------------------------------
     async def _watch_forever(self) -> None:
-        while True:
-            await asyncio.gather(*(self._check(h) for h in list(self.holders.values())))
-            await asyncio.sleep(HEALTH_INTERVAL_S)
+        """A check of each holder every `HEALTH_INTERVAL_S`, each holder's apart: a hung holder's
+        check waits out its `HEALTH_TIMEOUT_S` without holding up the others'. A check that fails
+        (a bug, not a missed answer) ends the watch with its error."""
+        checks: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for holder in list(self.holders.values()):
+                    check = checks.get(holder.name)
+                    if check is not None and not check.done():
+                        continue
+                    if check is not None:
+                        check.result()
+                    checks[holder.name] = asyncio.get_running_loop().create_task(self._check(holder))
+                await asyncio.sleep(HEALTH_INTERVAL_S)
+        finally:
+            for check in checks.values():
+                check.cancel()
+            await asyncio.gather(*checks.values(), return_exceptions=True)
 
     async def _check(self, holder: Holder) -> None:
         if holder.state == "down" and not self.watches_down:
@@ -208,3 +224,18 @@ class HolderPool(Generic[InfoT]):
             self.log.info("%s %s drained; stopping it", self.noun, holder.name)
             holder.state = "down"
             await self._retire(holder)
+
+
+def lifespan(pool: HolderPool[Any], count: int) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """The lifespan of the app serving a pool's address (`FastAPI(lifespan=...)`): `count` holders
+    started when it starts serving, every holder stopped when it stops."""
+
+    @contextlib.asynccontextmanager
+    async def serving(app: Any) -> AsyncIterator[None]:
+        await pool.start(count)
+        try:
+            yield
+        finally:
+            await pool.stop()
+
+    return serving

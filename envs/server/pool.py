@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -28,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from agentrl import __version__
 from agentrl.cluster import holders as cluster_holders
-from agentrl.cluster.holders import MAX_ADD, Holder, PoolError, PoolSettings
+from agentrl.cluster.holders import MAX_ADD, Holder, PoolError, PoolSettings, lifespan
 from agentrl.flights.task_ids import KEY_VARIABLE
 from agentrl.protocol import CLUSTER_PATH, ClusterMap, ErrorCode, HolderInfo, dumps
 from agentrl.server.app import GuardMiddleware, _error_response
@@ -84,15 +82,7 @@ def cluster_app(pool: cluster_holders.HolderPool[HolderInfo], count: int, token:
     It starts `count` holders when it starts serving, and stops every holder when it stops.
     """
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await pool.start(count)
-        try:
-            yield
-        finally:
-            await pool.stop()
-
-    app = FastAPI(title="agentrl cluster", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="agentrl cluster", version=__version__, lifespan=lifespan(pool, count),
                   description="Where the holders of an agentrl cluster are; episodes go to them directly.")
 
     @app.exception_handler(PoolError)
