@@ -46,6 +46,8 @@ from typing import Any
 import httpx
 
 from agentrl.client_wire import Call, _Wire
+from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
+from agentrl.cluster.flows import ClientMap
 from agentrl.cluster_recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
 from agentrl.protocol import (
     API_PREFIX,
@@ -55,6 +57,7 @@ from agentrl.protocol import (
     EpisodeCreated,
     EpisodeEndedError,
     EpisodeStatus,
+    HolderInfo,
     ServerError,
     ShuttingDownError,
     UnknownEpisodeError,
@@ -62,7 +65,6 @@ from agentrl.protocol import (
 
 REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
-LOST_GRACE_S = 2.0  # a holder this client lost takes no new episode for this long, whatever the map says
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
 DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the discovery URL again for this long
 _EPISODE_PATH = re.compile(rf"{API_PREFIX}/episodes/([^/]+)(/.*)?")
@@ -105,15 +107,13 @@ class ClusterUnreachableError(ServerError):
         self.discovery_url = discovery_url
 
 
-class Router:
-    """A cluster client's state and its routing, no I/O: see the module docstring."""
+class Router(ClientMap[HolderInfo]):
+    """A cluster client's state and its routing, no I/O: see the module docstring. The map, this
+    client's live episodes per holder (`own`) and its losses are the cluster kit's `ClientMap`."""
 
     def __init__(self, discovery_url: str) -> None:
+        super().__init__()
         self.discovery_url = discovery_url.rstrip("/")
-        self.map: dict[str, Any] = {}  # holder name -> HolderInfo, as last read
-        self.read_at = -1e9
-        self.own: dict[str, int] = {}  # holder name -> live episodes of this client on it
-        self.lost_at: dict[str, float] = {}  # holder name -> when this client lost it
         self.recipes: dict[str, Recipe] = {}  # the caller's episode id -> its recipe
         self.map_error: BaseException | None = None  # why the last read of the map failed, if it did
         self.stats = ReplayStats()
@@ -155,28 +155,21 @@ class Router:
             tries, wait = tries + 1, min(wait * 2, 2.0)
         return got
 
-    def _usable(self, name: str) -> bool:
-        info = self.map.get(name)
-        lost = self.lost_at.get(name)
-        return (info is not None and info.state == "up"
-                and (lost is None or time.monotonic() - lost > LOST_GRACE_S))
-
     def _pick(self, tried: frozenset[str] = frozenset()) -> Generator[Request, CallOutcome, str]:
         """The usable holder with the fewest of this client's live episodes; where every holder was
         lost lately, one the map calls up, not one of `tried` (this call's failed tries) if it can."""
         yield from self._refresh()
-        choices = [name for name in self.map if self._usable(name)]
+        choices = [name for name in self.map if self.usable(name)]
         if not choices:
             yield from self._refresh(force=True)
-            choices = [name for name in self.map if self._usable(name)]
+            choices = [name for name in self.map if self.usable(name)]
         if not choices:  # every holder was lost lately: the one lost longest ago that the map calls up
             up = [name for name, info in self.map.items() if info.state == "up"]
             up = [name for name in up if name not in tried] or up
             choices = [min(up, key=lambda n: self.lost_at.get(n, 0.0))] if up else []
         if not choices:
-            states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
             raise ShuttingDownError(503, "no_holder", f"no holder of {self.discovery_url} takes new "
-                                    f"episodes (holders: {states}){self._stale()}")
+                                    f"episodes (holders: {self.states()}){self._stale()}")
         return min(choices, key=lambda n: (self.own.get(n, 0), self.map[n].live_episodes))
 
     def _lose(self, name: str) -> None:
@@ -244,10 +237,10 @@ class Router:
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick(tried)
             tried |= {name}
-            self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
+            self.took(name)  # counted now: creates in flight spread too
             got = yield self._url(name), call
             if isinstance(got, BaseException):
-                self.own[name] -= 1
+                self.drop(name)
                 if isinstance(got, (httpx.TransportError, ShuttingDownError)):
                     self._lose(name)
                     lost = got
@@ -305,7 +298,7 @@ class Router:
             for child in got:
                 self.recipes[child.episode_id] = dataclasses.replace(
                     recipe, server_id=child.episode_id, ops=list(recipe.ops))
-                self.own[recipe.holder] = self.own.get(recipe.holder, 0) + 1
+                self.took(recipe.holder)
         elif isinstance(got, EpisodeStatus):
             got = got.model_copy(update={"episode_id": episode_id})
         return got
@@ -313,7 +306,7 @@ class Router:
     def _forget(self, episode_id: str) -> None:
         recipe = self.recipes.pop(episode_id, None)
         if recipe is not None:
-            self.own[recipe.holder] = max(0, self.own.get(recipe.holder, 0) - 1)
+            self.drop(recipe.holder)
 
     def _step_batch(self, call: Call[Any]) -> Generator[Request, CallOutcome, list[Any]]:
         """A batch over a cluster: each item stepped on its holder in turn, each outcome kept apart."""
@@ -335,14 +328,14 @@ class Router:
         for _ in range(MAX_REPLAY_TRIES):
             name = yield from self._pick(tried)
             tried |= {name}
-            self.own[name] = self.own.get(name, 0) + 1
+            self.took(name)
             try:
                 replayed = yield from self._replay_on(name, episode_id, recipe, creates)
             finally:
-                self.own[name] -= 1
+                self.drop(name)
             if replayed is not None:
-                self.own[old_holder] = max(0, self.own.get(old_holder, 0) - 1)
-                self.own[name] += 1
+                self.drop(old_holder)
+                self.took(name)
                 recipe.holder, recipe.server_id = name, replayed
                 self.stats.episodes += 1
                 self.stats.steps += recipe.steps()

@@ -1,6 +1,6 @@
 """The drivers of a cluster client's routing (`agentrl.cluster_client.Router`): each sends the requests
 the router yields over a client per holder, blocking (`SyncRoutes`) or awaiting (`AsyncRoutes`), and
-sends the router their outcomes."""
+sends the router their outcomes (`agentrl.cluster.flows.drive`, as the sandbox cluster client's)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from typing import Any
 import httpx
 
 from agentrl.client_wire import Call
-from agentrl.cluster_client import Pause, ReplayStats, Router
+from agentrl.cluster.flows import drive, drive_async
+from agentrl.cluster_client import Pause, ReplayStats, Request, Router
 from agentrl.protocol import CLUSTER_PATH, ServerError
+
+_CAUGHT = (ServerError, httpx.TransportError)  # outcomes the router judges: a holder gone is replayed
 
 
 def _discovery_base(url: str) -> str:
@@ -41,22 +44,14 @@ class SyncRoutes:
                 client = self.clients.get(url) or self.clients.setdefault(url, self.connect(url))  # type: ignore[arg-type]  # None: made at start
         return client._run(call)
 
+    def _do(self, request: Request) -> Any:
+        target, call = request
+        if isinstance(call, Pause):
+            return time.sleep(call.seconds)
+        return self._send(target, call)
+
     def run(self, call: Call[Any]) -> Any:
-        flow = self.router.route(call)
-        try:
-            target, request = next(flow)
-            while True:
-                if isinstance(request, Pause):
-                    time.sleep(request.seconds)
-                    outcome = None
-                else:
-                    try:
-                        outcome = self._send(target, request)
-                    except (ServerError, httpx.TransportError) as exc:
-                        outcome = exc
-                target, request = flow.send(outcome)
-        except StopIteration as done:
-            return done.value
+        return drive(self.router.route(call), self._do, _CAUGHT)
 
     def close(self) -> None:
         for client in self.clients.values():
@@ -75,25 +70,17 @@ class AsyncRoutes:
     def stats(self) -> ReplayStats:
         return self.router.stats
 
+    async def _do(self, request: Request) -> Any:
+        target, call = request
+        if isinstance(call, Pause):
+            return await asyncio.sleep(call.seconds)
+        client = self.clients.get(target)
+        if client is None:
+            client = self.clients[target] = self.connect(target)  # type: ignore[arg-type]  # None: made at start
+        return await client._run(call)
+
     async def run(self, call: Call[Any]) -> Any:
-        flow = self.router.route(call)
-        try:
-            target, request = next(flow)
-            while True:
-                if isinstance(request, Pause):
-                    await asyncio.sleep(request.seconds)
-                    target, request = flow.send(None)
-                    continue
-                client = self.clients.get(target)
-                if client is None:
-                    client = self.clients[target] = self.connect(target)  # type: ignore[arg-type]  # None: made at start
-                try:
-                    outcome = await client._run(request)
-                except (ServerError, httpx.TransportError) as exc:
-                    outcome = exc
-                target, request = flow.send(outcome)
-        except StopIteration as done:
-            return done.value
+        return await drive_async(self.router.route(call), self._do, _CAUGHT)
 
     async def aclose(self) -> None:
         for client in self.clients.values():

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag
 
+from agentrl.cluster.names import HolderState
 from agentrl.core.base import EpisodeOverError as LocalEpisodeOverError
 from agentrl.core.results import StepResult
 from agentrl.sandbox_server.openapi import WholeNumber
@@ -319,8 +320,9 @@ class HolderInfo(BaseModel):
 
     holder: str = Field(description="The name heading every episode id this process creates.")
     url: str = Field(description="Its base URL; every call naming one of its episodes goes here.")
-    state: Literal["starting", "up", "draining", "down"] = Field(
-        description="`up` takes new episodes; `draining` finishes its live ones and takes none.")
+    state: HolderState = Field(
+        description="`up` takes new episodes; `unresponsive` missed its last health checks and takes "
+        "none until it answers again; `draining` finishes its live ones and takes none.")
     live_episodes: int = Field(0, description="Live episodes at its last health check.")
 
 

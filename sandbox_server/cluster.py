@@ -20,7 +20,8 @@ raises `SandboxLost`, never carrying on in a different state.
 
 The flows (create, a call with its replay) are written once, with no I/O, in `cluster_flows`: each
 a generator that yields each request (on the map, a holder's client, or a sandbox) and is sent its
-outcome; the sync and async twins here only carry the requests out, as the env clients' router does.
+outcome; the sync and async twins here only carry the requests out (`agentrl.cluster.flows.drive`),
+as the env clients' router does.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from agentrl.cluster.flows import drive, drive_async
 from agentrl.sandbox_server.client import (
     AsyncRemoteSandbox,
     AsyncSandboxClient,
@@ -68,30 +70,15 @@ Flow = Generator[_Request, RequestOutcome, T]  # a flow of `cluster_flows` that 
 __all__ = ["AsyncClusterSandbox", "AsyncSandboxCluster", "ClusterSandbox", "SandboxCluster", "SandboxLost"]
 
 
+_CAUGHT = (SandboxError, httpx.TransportError)  # outcomes a flow judges: a server gone is replayed
+
+
 def _drive_sync(flow: Flow[T], cluster: SandboxCluster) -> T:
-    try:
-        request = next(flow)
-        while True:
-            try:
-                outcome = cluster._do(request)
-            except (SandboxError, httpx.TransportError) as exc:
-                outcome = exc
-            request = flow.send(outcome)
-    except StopIteration as done:
-        return done.value
+    return drive(flow, cluster._do, _CAUGHT)
 
 
 async def _drive_async(flow: Flow[T], cluster: AsyncSandboxCluster) -> T:
-    try:
-        request = next(flow)
-        while True:
-            try:
-                outcome = await cluster._do(request)
-            except (SandboxError, httpx.TransportError) as exc:
-                outcome = exc
-            request = flow.send(outcome)
-    except StopIteration as done:
-        return done.value
+    return await drive_async(flow, cluster._do, _CAUGHT)
 
 
 def _read_map(response: httpx.Response) -> SandboxClusterMap:

@@ -19,12 +19,13 @@ from typing import Any
 
 import httpx
 
+from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
+from agentrl.cluster.flows import ClientMap
 from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxHolderInfo
 from agentrl.sandbox_server.errors import CapacityError, SandboxDead, SandboxError, SandboxNotFound
 from agentrl.sandbox_server.models import ExecResult
 
 REFRESH_S = 2.0  # how old the holder map may be when a sandbox is created
-LOST_GRACE_S = 2.0  # a holder this client lost takes no new sandbox for this long, whatever the map says
 START_WAIT_S = 30.0  # how long a create waits for a server starting (a restart) when none is up
 WAIT_S = 0.2  # between reads of the map meanwhile
 DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the address again for this long
@@ -84,17 +85,16 @@ def _holder_gone(outcome: RequestOutcome) -> bool:
     return isinstance(outcome, SandboxNotFound) and str(outcome).endswith("no such sandbox")
 
 
-class _Routes:
-    """The holder map as last read and this client's own counts, no I/O: see the module docstring."""
+class _Routes(ClientMap[SandboxHolderInfo]):
+    """The holder map as last read and this client's own counts (the cluster kit's `ClientMap`,
+    `own` counting the sandboxes this client created on each holder and holds), no I/O: see the
+    module docstring."""
 
     def __init__(self, url: str, near: str | None = None) -> None:
+        super().__init__()
         self.near = near
         url = url.rstrip("/")
         self.base = url[: -len(CLUSTER_PATH)] if url.endswith(CLUSTER_PATH) else url
-        self.map: dict[str, SandboxHolderInfo] = {}
-        self.read_at = -1e9
-        self.own: dict[str, int] = {}  # holder -> sandboxes this client created there and holds
-        self.lost_at: dict[str, float] = {}
         self.map_misses = 0  # reads of the map that failed while the map already known was kept
 
     def refresh(self, force: bool = False) -> Generator[_Request, RequestOutcome, None]:
@@ -116,27 +116,22 @@ class _Routes:
             self.map = {h.holder: h for h in got.holders}
         self.read_at = time.monotonic()
 
-    def _usable(self, name: str) -> bool:
-        lost = self.lost_at.get(name)
-        return self.map[name].state == "up" and (lost is None or time.monotonic() - lost > LOST_GRACE_S)
-
     def pick(self) -> Generator[_Request, RequestOutcome, str]:
         """The usable holder with the fewest open sandboxes, this client's creates since the map
         was read counted."""
         yield from self.refresh()
-        choices = [n for n in self.map if self._usable(n)]
+        choices = [n for n in self.map if self.usable(n)]
         deadline = time.monotonic() + START_WAIT_S
         while not choices:  # a server restarting (or just lost) may be up again in a moment
             yield from self.refresh(force=True)
-            choices = [n for n in self.map if self._usable(n)]
+            choices = [n for n in self.map if self.usable(n)]
             waiting = any(h.state == "starting" or n in self.lost_at for n, h in self.map.items()
                           if h.state != "down")
             if choices or not waiting or time.monotonic() > deadline:
                 break
             yield _Request("wait")
         if not choices:
-            states = ", ".join(f"{h.holder}: {h.state}" for h in self.map.values()) or "none"
-            raise CapacityError(f"no sandbox server of {self.base} is up (holders: {states})")
+            raise CapacityError(f"no sandbox server of {self.base} is up (holders: {self.states()})")
         if self.near is not None and self.near in choices:
             return self.near
         return min(choices, key=lambda n: (self.map[n].live_sandboxes + self.own.get(n, 0), n))
@@ -150,7 +145,7 @@ class _Routes:
         got: RequestOutcome = None
         for _ in range(MAX_TRIES):
             name = yield from self.pick()
-            self.own[name] = self.own.get(name, 0) + 1  # counted now: creates in flight spread too
+            self.took(name)  # counted now: creates in flight spread too
             got = yield _Request("holder", "create", kwargs=kwargs, holder=name)
             if isinstance(got, BaseException):
                 self.drop(name)
@@ -161,9 +156,6 @@ class _Routes:
             return name, got
         assert isinstance(got, BaseException)
         raise got
-
-    def drop(self, name: str) -> None:
-        self.own[name] = max(0, self.own.get(name, 0) - 1)
 
 
 class _Recipe:

@@ -5,21 +5,21 @@ address. Each is a *holder*: a server with its own URL that puts its name at the
 sandbox id it makes (`<holder>.<hex>`). The address serves only the map below; a client creates a
 sandbox on the holder with the fewest and sends every call on it to the holder its id names, so no
 process sits between a client and its sandboxes. Shared by the server side (`processes.py`) and the
-client (`cluster.py`); nothing here does I/O.
+client (`cluster.py`); nothing here does I/O. The ids, states and map path are the cluster kit's
+(`agentrl.cluster.names`), as the env servers' are.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
-CLUSTER_PATH = "/v1/cluster"
+from agentrl.cluster.children import cpu_count
+from agentrl.cluster.names import CLUSTER_PATH, HOLDER_NAME, HolderState, check_holder_name, holder_of
+
 # the holder a process's cluster clients prefer while it is up (its own node's server, on Ray)
 NEAR_ENV_VAR = "AGENTRL_SANDBOX_NEAR"
-HOLDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+__all__ = ["CLUSTER_PATH", "HOLDER_NAME", "NEAR_ENV_VAR", "SandboxClusterMap", "SandboxHolderInfo",
+           "check_holder_name", "cpu_count", "holder_of"]
 
 
 class SandboxHolderInfo(BaseModel):
@@ -27,29 +27,10 @@ class SandboxHolderInfo(BaseModel):
 
     holder: str = Field(description="Its name, at the head of every sandbox id it makes.")
     url: str = Field(description="Where to send calls on its sandboxes.")
-    state: Literal["starting", "up", "down"]
+    state: HolderState = Field(description="`up` takes new sandboxes; `unresponsive` missed its last "
+                               "health checks and takes none until it answers again.")
     live_sandboxes: int = Field(default=0, description="Open sandboxes at its last health check.")
 
 
 class SandboxClusterMap(BaseModel):
     holders: list[SandboxHolderInfo]
-
-
-def holder_of(sandbox_id: str) -> str | None:
-    """The holder a sandbox id names, or None for an id of a lone server (no `.`)."""
-    holder, dot, _ = sandbox_id.partition(".")
-    return holder if dot else None
-
-
-def check_holder_name(name: str) -> str:
-    if not HOLDER_NAME.fullmatch(name):
-        raise ValueError(f"a holder name is 1-64 letters, digits, '-' or '_', not {name!r}")
-    return name
-
-
-def cpu_count() -> int:
-    """The cores this process may run on (`--processes auto`)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1

@@ -5,14 +5,14 @@ stop growing with sandboxes long before Docker does. Here each child runs the un
 `agentrl sandbox serve` on its own loopback port under its own holder name (`<name>-p<i>`), with a
 Docker backend, warm pool and sandboxes of its own; sandbox ids carry the holder's name. The parent
 serves the address a user is given: `GET /v1/cluster` (the holders, their URLs, states and open
-sandboxes, read from each one's `/health` every `HEALTH_INTERVAL_S`) and `/health`; every other
-path answers 421 naming the map, since the sandbox traffic goes to the holders directly
+sandboxes, read from each one's `/health` by the health watcher of `agentrl.cluster.holders`) and
+`/health`; every other path answers 421 naming the map, since the sandbox traffic goes to the holders directly
 (`agentrl.sandbox_server.cluster.SandboxCluster` does that for a client).
 
 Why not uvicorn's `--workers`: its workers share one socket and the kernel hands each connection
 to any of them, while a sandbox lives in the one process that made it; calls must reach their
-holder, which only the client can do by the id. The supervision is this small module rather than
-the env server's process pool because the sandbox server imports nothing from the envs.
+holder, which only the client can do by the id. The supervision is the cluster kit's
+(`agentrl.cluster.supervisor`, shared with `agentrl serve --processes`), which knows no env.
 
 A child that exits is reported and started again on its port under its name (at most
 `MAX_RESTARTS` times), without the sandboxes it held: a client replays them (`cluster.py`). The
@@ -22,146 +22,45 @@ normally terminates them first, and each closes its containers.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import ctypes
 import hmac
 import logging
-import os
-import signal
-import socket
-import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 
-import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from agentrl.cluster.children import free_port
+from agentrl.cluster.holders import PoolSettings, lifespan
+from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
 from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo
 
 log = logging.getLogger("agentrl.sandbox")
-HEALTH_INTERVAL_S = 0.5
-MAX_RESTARTS = 5
 STOP_TIMEOUT_S = 30.0
 TOKEN_ENV_VAR = "AGENTRL_SANDBOX_TOKEN"
-_PR_SET_PDEATHSIG = 1
+__all__ = ["MAX_RESTARTS", "SandboxProcesses", "free_port", "front_app", "run_processes"]
 
 
-def _die_with_parent() -> None:
-    """Run in the child before exec: the kernel sends it SIGKILL when the parent dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Holder:
-    name: str
-    url: str
-    port: int
-    proc: subprocess.Popen | None = None
-    state: str = "starting"
-    live_sandboxes: int = 0
-    restarts: int = 0
-
-    def info(self) -> SandboxHolderInfo:
-        return SandboxHolderInfo(holder=self.name, url=self.url, state=self.state,  # type: ignore[arg-type]  # one of its states
-                                 live_sandboxes=self.live_sandboxes)
-
-
-class SandboxProcesses:
-    """Child sandbox servers of this process; `serve_args(name, port)` is one child's command line
-    after `agentrl sandbox serve`, and `token` its `--token` (given by environment, not argv)."""
+class SandboxProcesses(ProcessHolders[SandboxHolderInfo]):
+    """`count` child sandbox servers of this process (the cluster kit's `ProcessHolders`);
+    `serve_args(name, port)` is one child's command line after `agentrl sandbox serve`, and `token`
+    its `--token` (given by environment, not argv)."""
 
     def __init__(self, serve_args: Callable[[str, int], list[str]], *, host: str, count: int,
                  base_name: str, token: str | None = None) -> None:
+        # the token goes to the children by environment; their /health asks none
+        settings = PoolSettings("live_sandboxes", log, {TOKEN_ENV_VAR: token or None},
+                                noun="sandbox holder", held="sandboxes")
+        super().__init__(SandboxHolderInfo, settings, self._command, host=host, base_name=base_name,
+                         stop_timeout_s=STOP_TIMEOUT_S)
         self.serve_args = serve_args
-        self.host = host
-        self.token = token
-        self.holders: dict[str, Holder] = {}
-        for i in range(count):
-            name, port = f"{base_name}-p{i}", free_port(host)
-            self.holders[name] = Holder(name, f"http://{host}:{port}", port)
-        self._watch: asyncio.Task | None = None
-        self._http: httpx.AsyncClient | None = None
+        self.count = count
+
+    def _command(self, name: str, port: int) -> list[str]:
+        return [sys.executable, "-m", "agentrl", "sandbox", "serve", *self.serve_args(name, port)]
 
     def snapshot(self) -> SandboxClusterMap:
-        return SandboxClusterMap(holders=[h.info() for h in self.holders.values()])
-
-    def _spawn(self, holder: Holder) -> None:
-        command = [sys.executable, "-m", "agentrl", "sandbox", "serve",
-                   *self.serve_args(holder.name, holder.port)]
-        env = dict(os.environ)
-        env.pop(TOKEN_ENV_VAR, None)
-        if self.token:
-            env[TOKEN_ENV_VAR] = self.token
-        holder.proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                       preexec_fn=_die_with_parent)
-
-    async def start(self) -> None:
-        self._http = httpx.AsyncClient(timeout=5.0)  # /health asks no token
-        for holder in self.holders.values():
-            self._spawn(holder)
-        self._watch = asyncio.get_running_loop().create_task(self._watch_forever())
-
-    async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-        await asyncio.gather(*(asyncio.to_thread(self._retire, h) for h in self.holders.values()))
-        if self._http is not None:
-            await self._http.aclose()
-
-    @staticmethod
-    def _retire(holder: Holder) -> None:
-        holder.state = "down"
-        proc = holder.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()  # the server closes its sandboxes and exits
-        try:
-            proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    async def _watch_forever(self) -> None:
-        while True:
-            await asyncio.gather(*(self._check(h) for h in self.holders.values()))
-            await asyncio.sleep(HEALTH_INTERVAL_S)
-
-    async def _check(self, holder: Holder) -> None:
-        if holder.state == "down" or holder.proc is None:
-            return
-        code = holder.proc.poll()
-        if code is not None:
-            holder.live_sandboxes = 0
-            if holder.restarts >= MAX_RESTARTS:
-                log.error("sandbox holder %s exited with code %s; not restarted (%d restarts already)",
-                          holder.name, code, holder.restarts)
-                holder.state = "down"
-                return
-            holder.restarts += 1
-            log.warning("sandbox holder %s exited with code %s; restarting it (restart %d of %d), "
-                        "its sandboxes are lost", holder.name, code, holder.restarts, MAX_RESTARTS)
-            holder.state = "starting"
-            self._spawn(holder)
-            return
-        assert self._http is not None
-        try:
-            health = (await self._http.get(f"{holder.url}/health")).json()
-        except (httpx.HTTPError, ValueError):
-            return  # starting, or busy for a moment: whether it runs is `poll`'s to say
-        holder.live_sandboxes = int(health.get("live_sandboxes", 0))
-        holder.state = "up"
+        return SandboxClusterMap(holders=self.infos())
 
 
 def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
@@ -170,15 +69,7 @@ def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
     With `tokens` (the server's token and tenants' tokens), the map is read with any one of them.
     """
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await pool.start()
-        try:
-            yield
-        finally:
-            await pool.stop()
-
-    app = FastAPI(title="agentrl sandbox cluster", lifespan=lifespan,
+    app = FastAPI(title="agentrl sandbox cluster", lifespan=lifespan(pool, pool.count),
                   description="Where the sandbox servers of this address are; sandboxes go to them directly.")
 
     def allowed(request: Request) -> bool:
@@ -190,8 +81,7 @@ def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, object]:
-        up = sum(h.state == "up" for h in pool.holders.values())
-        return {"status": "healthy" if up else "starting", "holders_up": up}
+        return pool.health()
 
     @app.get(CLUSTER_PATH, response_model=SandboxClusterMap)
     async def cluster(request: Request) -> Response:

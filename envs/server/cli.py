@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
+from agentrl.cluster.children import cpu_count
 from agentrl.server.config import HOLDER_ENV_VAR, OPERATOR_TOKEN_ENV_VAR, TOKEN_ENV_VAR, ServerConfig
 
 
@@ -50,7 +50,7 @@ def add_cli(subparsers: Any) -> None:
 
 def _processes(text: str) -> int:
     if text == "auto":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return cpu_count()
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError("expected a positive number of processes or 'auto'")
     return int(text)

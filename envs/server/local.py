@@ -5,20 +5,16 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+from agentrl.cluster.children import free_port
 from agentrl.server.config import ServerConfig
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "run", "serve_in_thread"]
 
 
 def _uvicorn_config(config: ServerConfig, log_level: str):  # type: ignore[no-untyped-def]  # uvicorn: lazy

@@ -1,6 +1,6 @@
 """Faults beyond a kill, each with what is promised (docs/cluster.md, "What is promised under each
-fault"): a holder that hangs (SIGSTOP), one that answers late, and the cluster's address
-unreachable for a while, for a client that knows the map and for a new one."""
+fault"): a holder that hangs (SIGSTOP) for a call and past its health checks, one that answers late,
+and the cluster's address unreachable for a while, for a client that knows the map and for a new one."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import gymnasium as gym
 import httpx
@@ -80,6 +81,40 @@ def test_a_hung_holder_costs_one_timeout_then_its_episode_is_replayed_elsewhere(
         client.close_episode(made.episode_id)
     assert seen == local(21, ["a", "b", "c"])
     assert TIMEOUT_S <= took < 2 * TIMEOUT_S
+
+
+def test_a_hung_holder_is_unresponsive_in_the_map_takes_no_create_and_comes_back_up(cluster):
+    """A holder that misses `MISSES_UNRESPONSIVE` health checks in a row while its process runs
+    (SIGSTOP) is `unresponsive` in the map, so new episodes go to the holders that answer (no create
+    waits on it, none is replayed); once it runs again (SIGCONT) it is `up` at its next health check
+    and takes creates again."""
+    cluster.ensure_up(2)
+
+    def state_of(holder: str) -> Callable[[list[dict[str, Any]]], str | None]:
+        return lambda hs: next(h["state"] for h in hs if h["holder"] == holder)
+
+    victim = cluster.holders()[0]["holder"]
+    pid = cluster.holder_pid(victim)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        cluster.wait(lambda hs: state_of(victim)(hs) == "unresponsive", 60, f"{victim} unresponsive")
+        with EnvClient(cluster.discovery, timeout=TIMEOUT_S) as client:
+            began = time.monotonic()
+            made = [client.create_episode(ECHO, seed=61 + i) for i in range(4)]
+            took = time.monotonic() - began
+            assert {m.episode_id.partition(".")[0] for m in made} == {h["holder"] for h in cluster.holders()
+                                                                      if h["state"] == "up"} - {victim}
+            assert client.cluster.stats.episodes == 0 and took < TIMEOUT_S  # no create waited on it
+            for m in made:
+                client.close_episode(m.episode_id)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    cluster.wait(lambda hs: state_of(victim)(hs) == "up", 60, f"{victim} up again")
+    with EnvClient(cluster.discovery, timeout=TIMEOUT_S) as client:
+        made = [client.create_episode(ECHO, seed=71 + i) for i in range(2)]
+        assert victim in {m.episode_id.partition(".")[0] for m in made}  # fewest of the client's: spread
+        for m in made:
+            client.close_episode(m.episode_id)
 
 
 def test_a_client_that_knows_the_map_carries_on_while_the_cluster_address_is_unreachable(cluster):

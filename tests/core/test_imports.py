@@ -1,7 +1,8 @@
 """The package's import rules (`[tool.importlinter]` in pyproject.toml), checked by `lint-imports`.
 
 The rules: no import loop at any level (sibling modules and packages import each other one way),
-the env core below each env below the server, the sandbox server and the retrievers standalone,
+the env core below each env below the server, the sandbox server and the retrievers standalone (the
+sandbox server using only the cluster kit, `agentrl.cluster`, which imports nothing else of agentrl),
 agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
 server, the env contract (`agentrl.testing`) above the server and loaded by neither `import agentrl`
 nor the command line. `lint-imports` reads a package from its folder, so the test lays the package out as the
@@ -48,6 +49,9 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"flights/tasks.py": "import agentrl.search.env"}, "Dependencies flow one way"),
         ({"sandbox_server/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
         ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
+        # the cluster kit serves both servers: it imports neither, nor anything else of agentrl
+        ({"cluster/holders.py": "import agentrl.protocol"}, "The cluster kit"),
+        ({"cluster/names.py": "import agentrl.sandbox_server.errors"}, "The cluster kit"),
         ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
         ({"client_steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
         ({"server/app.py": "import agentrl.testing"}, "Dependencies flow one way"),
