@@ -177,7 +177,7 @@ def check_page(checkout: Path) -> None:
         assert {Path(p).suffix for p in static} >= {".js", ".css"}, static
         for path in static:
             served = browser.get(path)
-            source = checkout / "envs/server/web/static" / Path(path).name
+            source = checkout / "envs/server/ui/web/static" / Path(path).name
             assert served.status_code == 200, (path, served.status_code)
             assert served.content == source.read_bytes(), f"{path} differs from {source}"
     log(f"agentrl serve: /ui, sign-in, an episode's pages and {', '.join(static)} served from the wheel")
