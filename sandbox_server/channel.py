@@ -24,30 +24,12 @@ import subprocess
 import threading
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
 from agentrl.sandbox_server.errors import DiskFull, InvalidRequest, SandboxDead, SandboxError
 
-
-def _agent_source() -> str:
-    """The program the agent runs (`python3 -c`): its helper modules, then the agent itself."""
-    here = Path(__file__).parent
-    source = "import sys, types\n"
-    for module, file in (("agentrl_agent_lib", "agent_lib.py"), ("agentrl_agent_files", "agent_files.py"),
-                         ("agentrl_agent_wipe", "agent_wipe.py")):
-        text = (here / file).read_text()
-        source += (
-            f"_m = types.ModuleType({module!r})\n"
-            f"sys.modules[{module!r}] = _m\n"
-            f"exec(compile({text!r}, {file!r}, 'exec'), _m.__dict__)\n"
-        )
-    return source + (here / "agent.py").read_text()
-
-
-AGENT_SOURCE = _agent_source()
 HEADER = struct.Struct(">I")
 MAX_STREAM_FRAME = 1 << 24  # Docker cuts a container's output into frames far smaller than this
 LOCK_POLL_S = 0.001  # how often `acall` retries a lock a thread holds (a call from a thread: rare)

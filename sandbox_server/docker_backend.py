@@ -23,8 +23,9 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from agentrl.sandbox_server.agent import PROGRAM as AGENT_PROGRAM
 from agentrl.sandbox_server.backend import Backend, log
-from agentrl.sandbox_server.channel import AGENT_SOURCE, AgentLink, AttachChannel
+from agentrl.sandbox_server.channel import AgentLink, AttachChannel
 from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest, SandboxError
 from agentrl.sandbox_server.models import DEFAULT_IMAGE, WORKDIR, SandboxSpec
 
@@ -159,7 +160,7 @@ class DockerBackend(Backend):
                 container = api.create_container(
                     # stdin_open also sets StdinOnce: stdin closes when our attach connection does
                     image,
-                    entrypoint=["python3", "-I", "-S", "-c", AGENT_SOURCE],
+                    entrypoint=["python3", "-I", "-S", "-c", AGENT_PROGRAM],
                     command=[],
                     user=AGENT_USER,
                     working_dir=WORKDIR,

@@ -14,8 +14,9 @@ import tempfile
 import warnings
 from typing import Any
 
+from agentrl.sandbox_server.agent import PROGRAM as AGENT_PROGRAM
 from agentrl.sandbox_server.backend import Backend, log
-from agentrl.sandbox_server.channel import AGENT_SOURCE, AgentLink, PipeChannel
+from agentrl.sandbox_server.channel import AgentLink, PipeChannel
 from agentrl.sandbox_server.models import SandboxSpec
 
 WARNING = (
@@ -48,7 +49,7 @@ class LocalBackend(Backend):
             "AGENTRL_AGENT_STATE": os.path.join(root, "state"),
         }
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", AGENT_SOURCE],
+            [sys.executable, "-I", "-S", "-c", AGENT_PROGRAM],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=workdir,

@@ -31,9 +31,10 @@ from packaging.utils import canonicalize_name
 DIST = "agentrl-gym"
 # modules that are program text for elsewhere, not imports of this process
 NOT_IMPORTED = {
-    "agentrl.sandbox_server.agent": "the in-container agent, run by check_sandbox",
-    "agentrl.sandbox_server.agent_files": "the in-container agent's file operations, sent along with it",
-    "agentrl.sandbox_server.agent_wipe": "the in-container agent's wipe, sent along with it",
+    "agentrl.sandbox_server.agent.main": "the in-container agent, run by check_sandbox",
+    "agentrl.sandbox_server.agent.commands": "the in-container agent's commands, sent along with it",
+    "agentrl.sandbox_server.agent.files": "the in-container agent's file operations, sent along with it",
+    "agentrl.sandbox_server.agent.wipe": "the in-container agent's wipe, sent along with it",
 }
 # import names that differ from their distribution's name (a missing one is matched to its extra by this)
 DISTRIBUTION_OF = {"gem": "gem-llm"}
@@ -176,7 +177,7 @@ def check_page(checkout: Path) -> None:
         assert {Path(p).suffix for p in static} >= {".js", ".css"}, static
         for path in static:
             served = browser.get(path)
-            source = checkout / "envs/server/web/static" / Path(path).name
+            source = checkout / "envs/server/ui/web/static" / Path(path).name
             assert served.status_code == 200, (path, served.status_code)
             assert served.content == source.read_bytes(), f"{path} differs from {source}"
     log(f"agentrl serve: /ui, sign-in, an episode's pages and {', '.join(static)} served from the wheel")

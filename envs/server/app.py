@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, WebSocket
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
@@ -49,16 +49,17 @@ from agentrl.protocol import (
 )
 from agentrl.registration import load_env_class
 from agentrl.sandbox_server.openapi import allowed_methods
-from agentrl.server import collector, mux, openenv_ws
+from agentrl.server import collector, mux
 from agentrl.server.answers import ApiError
 from agentrl.server.calls import FrameCalls
 from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import EpisodeRegistry
 from agentrl.server.forks import Forks, fork_router
 from agentrl.server.metrics import Metrics
+from agentrl.server.openenv.routes import openenv_router
 from agentrl.server.owners import CALLER, Caller, client_key
-from agentrl.server.ui import mount_ui
-from agentrl.server.watch import watch_router
+from agentrl.server.ui.page import mount_ui
+from agentrl.server.ui.watch import watch_router
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 429, 503)
@@ -363,24 +364,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     async def step_batch(req: BatchStep) -> Response:
         return Response(await step_many(req), media_type=JSON)
 
-    # --- OpenEnv compatibility ---------------------------------------------------------------
-    @app.websocket("/ws")
-    async def openenv_default(websocket: WebSocket) -> None:
-        await openenv_ws.serve_session(websocket, registry, config.default_env_id)
-
-    @app.websocket("/openenv/{env_id:path}/ws")
-    async def openenv_for_env(websocket: WebSocket, env_id: str) -> None:
-        await openenv_ws.serve_session(websocket, registry, env_id)
-
-    @app.get("/schema")
-    async def openenv_schema() -> dict[str, Any]:
-        return openenv_ws.SCHEMA
-
-    @app.get("/metadata")
-    async def openenv_metadata() -> dict[str, Any]:
-        return {"name": "agentrl", "version": __version__, "envs": list(registry.env_ids),
-                "default_env": config.default_env_id}
-
+    app.include_router(openenv_router(registry, config))  # OpenEnv's protocol: agentrl.server.openenv
     app.include_router(watch_router(registry))  # read-only: the episode list and transcripts
     forks = Forks(registry)
     app.include_router(fork_router(forks))  # fork an episode, read its trajectory record

@@ -5,8 +5,10 @@ the env core below each env below the server, the sandbox server and the retriev
 sandbox server using only the cluster kit, `agentrl.cluster`, which imports nothing else of agentrl),
 agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
 server, the env contract (`agentrl.testing`) above the server and loaded by neither `import agentrl`
-nor the command line. `lint-imports` reads a package from its folder, so the test lays the package out as the
-wheel installs it (`package_layout.py`) and checks that.
+nor the command line, the server's page and OpenEnv's protocol mounted by its app alone, and the
+in-container agent read only by the sandbox backends that start it. `lint-imports` reads a package
+from its folder, so the test lays the package out as the wheel installs it (`package_layout.py`)
+and checks that.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"server/app.py": "import agentrl.testing"}, "Dependencies flow one way"),
         ({"registration.py": "def contract():\n    import agentrl.testing"}, "The env contract"),
         ({"cli.py": "import agentrl.testing.contract"}, "The env contract"),
+        ({"server/episodes.py": "import agentrl.server.ui.render"}, "mounted by the app alone"),
+        ({"server/mux.py": "import agentrl.server.openenv.session"}, "mounted by the app alone"),
+        ({"sandbox_server/routes.py": "import agentrl.sandbox_server.agent"}, "read only by the backends"),
     ],
 )
 def test_a_new_import_against_the_rules_fails(tmp_path, added, broken):

@@ -13,7 +13,7 @@ from agentrl.cli import build_parser
 from agentrl.server.cli import config_from_args
 from agentrl.server.local import serve_in_thread
 from agentrl.server.transcript import WatchTranscript
-from agentrl.server.ui_render import text_html, tool_forms
+from agentrl.server.ui.render import text_html, tool_forms
 
 
 def call(name: str, **arguments) -> str:

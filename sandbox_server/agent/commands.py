@@ -1,70 +1,36 @@
-"""The agent that runs inside every sandbox (standard library only, shipped as text).
+"""How the in-sandbox agent runs commands (standard library only, shipped as text with main.py).
 
-It is started once per container and talks over its own stdin/stdout, which the host reaches
-through the container's attach stream, so a command costs one round trip instead of one
-`docker exec`. Messages both ways are a 4-byte big-endian length followed by UTF-8 JSON; every
-reply carries the id of its request. Binary payloads are base64.
-
-In a container the agent runs as root holding only CAP_SETUID/SETGID/KILL (and SETPCAP, used once
-to empty the bounding set), non-dumpable; every command runs as the unprivileged user with its own
-pipes and no other descriptor. Code in the sandbox therefore cannot signal, trace, read the memory
-of, or open the descriptors of the agent. Python scripts start in a fork of a pristine "zygote"
-forked before any request, so they skip interpreter start-up without inheriting what the agent has
-seen; the zygote forks each script's process ahead of its request (a root "spare"), so a call does
-not wait on a fork either. A reader thread takes frames off stdin while commands run: end of input
-(the host died) ends the agent at once, and so does a host that has been silent for longer than
-the watchdog.
-
-After each command every process of the user it left behind is killed, unless the command asked to
-keep them (`keep_alive`); `reset` kills every process of the user.
-
-One class, `Agent`, holds every operation, since they share its shell, its zygote and the state of
-its processes; what they are built from is in agent_lib.py, agent_files.py and agent_wipe.py.
+The host sends this file's text along with the agent's and the agent imports it as
+`agentrl_agent_commands`. `Commands` holds what a command needs and leaves behind: the persistent
+shell (session mode), one-shot processes (bash, or a Python script forked from the zygote), the
+processes of the user kept alive or killed after each command, and the requests that run, reset or
+wipe them. The agent (main.py) adds the file transfers and the loop that serves requests.
 """
 
 import base64
 import contextlib
-import json
 import os
-import queue
 import secrets
-import select
 import selectors
 import shlex
 import signal
 import subprocess
-import sys
-import threading
 import time
 
-from agentrl_agent_files import (  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: channel.py
-    copy_file,
-    extract,
-    pack,
-    read_file,
-    write_file,
-)
-from agentrl_agent_lib import (  # pyright: ignore[reportMissingImports]  # as above, sent along with this file
+from agentrl_agent_lib import (  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: agent/__init__.py
     BASE_ENV,
     COMMAND_FD,
     GROUPS,
-    HEADER,
     ISOLATED,
-    MAX_FRAME,
     SHELL_LOOP,
     STATE_DIR,
     STATUS_FD,
     SWITCH,
-    WATCHDOG_S,
     WORKDIR,
     Capture,
-    Zygote,
     as_user,
-    as_user_to,
     become_user,
     drain,
-    error_kind,
-    harden,
     kill_everything,
     oom_kills,
     pump,
@@ -74,22 +40,14 @@ from agentrl_agent_lib import (  # pyright: ignore[reportMissingImports]  # as a
 from agentrl_agent_wipe import (  # pyright: ignore[reportMissingImports]  # as above, sent along with this file
     fix_tops,
     leftovers,
-    record_fixed,
     wipe_files,
 )
 
-OUT = sys.stdout.buffer
-OUT_LOCK = threading.Lock()
 
+class Commands:
+    """The agent's commands and the processes they leave: one instance, since every request shares
+    its shell, its zygote and the state of its processes."""
 
-def send(message):
-    data = json.dumps(message, ensure_ascii=False).encode()
-    with OUT_LOCK:
-        OUT.write(HEADER.pack(len(data)) + data)
-        OUT.flush()
-
-
-class Agent:
     def __init__(self, zygote):
         self.zygote = zygote
         self.env = dict(BASE_ENV)
@@ -315,7 +273,7 @@ class Agent:
             os.close(fd)
         return reason, code, out, err, False
 
-    # -- requests --------------------------------------------------------------------------------
+    # -- requests that run commands ------------------------------------------------------------
     def op_exec(self, req):
         command = req["command"]
         if "\0" in command:
@@ -381,135 +339,3 @@ class Agent:
         self.env = {**BASE_ENV, **(req.get("env") or {})}
         self.stop_shell()
         return {}
-
-    def op_write(self, req):
-        data = base64.b64decode(req["data"])
-        as_user(write_file, req["path"], data, int(req.get("mode", 0o644)), bool(req.get("append")))
-        return {}
-
-    def op_download(self, req):
-        """A file (or a tar archive of a path) read as the user into a file of the agent's own, fetched
-        by the host a chunk at a time; a small one comes back at once."""
-        path = os.path.join(STATE_DIR, "out-" + req["name"].replace("/", "_"))
-        max_bytes = int(req["max_bytes"])
-        try:
-            with open(path, "wb") as out:
-                if req.get("archive"):
-                    size = as_user_to(out, max_bytes, pack, req["path"], max_bytes)
-                else:
-                    size = as_user_to(out, max_bytes, read_file, req["path"], max_bytes)
-            if size <= int(req["inline_bytes"]):
-                with open(path, "rb") as f:
-                    data = f.read()
-                os.unlink(path)
-                return {"size": size, "data": base64.b64encode(data).decode()}
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            raise
-        return {"size": size}
-
-    def op_fetch(self, req):
-        path = os.path.join(STATE_DIR, "out-" + req["name"].replace("/", "_"))
-        with open(path, "rb") as f:
-            f.seek(int(req["offset"]))
-            data = f.read(int(req["size"]))
-        return {"data": base64.b64encode(data).decode()}
-
-    def op_drop(self, req):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(STATE_DIR, "out-" + req["name"].replace("/", "_")))
-        return {}
-
-    def op_stage(self, req):
-        """Append a chunk to a staging file of the agent's own (an archive on its way in)."""
-        path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
-        try:
-            with open(path, "ab" if req.get("append") else "wb") as f:
-                f.write(base64.b64decode(req["data"]))
-        except BaseException:  # a half-staged file would keep the space for good (full disk)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            raise
-        return {}
-
-    def op_put_file(self, req):
-        """Put a staged file in place, written by the user (the staged copy is the agent's own)."""
-        path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
-        try:
-            with open(path, "rb") as staged:
-                as_user(copy_file, staged, req["path"], int(req.get("mode", 0o644)))
-        finally:
-            os.unlink(path)
-        return {}
-
-    def op_put_tar(self, req):
-        path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
-        try:
-            with open(path, "rb") as archive:
-                as_user(extract, archive, req["path"])
-        finally:
-            os.unlink(path)
-        return {}
-
-    def op_hello(self, req):
-        return {"pid": os.getpid(), "isolated": ISOLATED, "switched": SWITCH, "workdir": WORKDIR}
-
-    def handle(self, req):
-        try:
-            reply = getattr(self, "op_" + req["op"])(req)
-            reply["ok"] = True
-        except Exception as exc:  # every failure is an answer; the agent must keep serving
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": error_kind(exc)}
-        reply["id"] = req.get("id")
-        send(reply)
-
-
-def read_frames(requests):
-    """The reader thread: frames from the host into `requests`; end of input or silence ends the agent."""
-    fd = sys.stdin.fileno()
-    buf = bytearray()
-    while True:
-        ready = WATCHDOG_S <= 0 or bool(select.select([fd], [], [], WATCHDOG_S)[0])
-        chunk = os.read(fd, 1 << 20) if ready else b""
-        if not chunk:
-            die("the host went away" if ready else f"no word from the host for {WATCHDOG_S:g} s")
-        buf += chunk
-        while len(buf) >= 4:
-            (size,) = HEADER.unpack(buf[:4])
-            if size > MAX_FRAME:
-                die(f"a frame of {size} bytes from the host")
-            if len(buf) < 4 + size:
-                break
-            req = json.loads(bytes(buf[4 : 4 + size]))
-            del buf[: 4 + size]
-            if req.get("op") != "beat":
-                requests.put(req)
-
-
-def die(why):
-    """End the agent and with it the container (its init exits with its only child)."""
-    print(f"agentrl agent: {why}", file=sys.stderr, flush=True)
-    for group in list(GROUPS):
-        with contextlib.suppress(OSError):
-            os.killpg(group, signal.SIGKILL)
-    os._exit(0)
-
-
-def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    harden()
-    os.makedirs(STATE_DIR, mode=0o711, exist_ok=True)
-    if SWITCH:  # the wiped directories start in the state every wipe puts back
-        as_user(fix_tops)
-        fix_tops()
-        record_fixed()
-    agent = Agent(Zygote())
-    requests = queue.SimpleQueue()
-    threading.Thread(target=read_frames, args=(requests,), daemon=True).start()
-    while True:
-        agent.handle(requests.get())
-
-
-if __name__ == "__main__":
-    main()

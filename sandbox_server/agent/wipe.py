@@ -1,11 +1,11 @@
-"""The in-sandbox agent's wipe (standard library only, shipped as text with agent.py).
+"""The in-sandbox agent's wipe (standard library only, shipped as text with main.py).
 
 A wipe puts a sandbox back in a new one's state: every writable place of the user emptied, every
 SysV IPC object of the user removed, and the wiped directories' mode, extended attributes and times
 put back as they were at start (`record_fixed`, `fix_tops`), so nothing one caller leaves reaches
 the next; `leftovers` says what a wipe could not clear. The host sends this file's text along with
-the agent's and the agent imports it as `agentrl_agent_wipe`; kept apart from agent_lib.py, which is
-how commands run, because it is the one part that deletes.
+the agent's and the agent imports it as `agentrl_agent_wipe`; kept apart from lib.py, which is
+what commands run with, because it is the one part that deletes.
 """
 
 import contextlib
@@ -14,7 +14,7 @@ import shutil
 import stat
 import subprocess
 
-from agentrl_agent_lib import WORKDIR, user_processes  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: channel.py
+from agentrl_agent_lib import WORKDIR, user_processes  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: agent/__init__.py
 
 WIPED = (WORKDIR, "/tmp", "/dev/shm", "/dev/mqueue")
 

@@ -1,4 +1,4 @@
-"""The in-sandbox agent's file operations (standard library only, shipped as text with agent.py).
+"""The in-sandbox agent's file operations (standard library only, shipped as text with main.py).
 
 Every path is relative to the workspace and every component of it is opened relative to the one
 before it with O_NOFOLLOW, so a symbolic link on the way (made by the user, or swapped in while
@@ -12,7 +12,7 @@ import shutil
 import stat
 import tarfile
 
-from agentrl_agent_lib import WORKDIR  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: channel.py
+from agentrl_agent_lib import WORKDIR  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: agent/__init__.py
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -1,9 +1,9 @@
-"""What the in-sandbox agent is built from (standard library only, shipped as text with agent.py).
+"""What the in-sandbox agent is built from (standard library only, shipped as text with main.py).
 
 The host sends this file's text along with the agent's and the agent imports it as
 `agentrl_agent_lib`: the rights a command runs with, output capture, the process table, the zygote
-that starts Python scripts (file operations: agent_files.py; the wipe back to a new sandbox's state:
-agent_wipe.py).
+that starts Python scripts (file operations: files.py; the wipe back to a new sandbox's state: wipe.py;
+how commands run: commands.py).
 """
 
 import contextlib

@@ -30,8 +30,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentrl.core.parsing import CALL_CLOSE, CALL_OPEN
 from agentrl.protocol import dumps
 from agentrl.server.episodes import EpisodeRegistry
-from agentrl.server.ui_render import text_html, tool_forms
-from agentrl.server.watch import find, listing, summary
+from agentrl.server.ui.render import text_html, tool_forms
+from agentrl.server.ui.watch import find, listing, summary
 
 UI = "/ui"
 LOGIN = f"{UI}/login"
