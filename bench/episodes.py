@@ -294,8 +294,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short measurements (~1 minute in all)")
     parser.add_argument("--sessions", type=int, nargs="+", default=None, help="default: 64 512 (quick: 64)")
-    parser.add_argument("--flights-sessions", type=int, nargs="+", default=None,
-                        help="default: 64 512 (quick: 64)")
+    parser.add_argument("--flights-sessions", type=int, nargs="*", default=None,
+                        help="default: 64 512 (quick: 64); none given: no Flights-v0 rows")
     parser.add_argument("--k", type=int, nargs="+", default=None, help="steps per episode (default: 2 4 8)")
     parser.add_argument("--openenv-connect", action="store_true",
                         help="also run OpenEnv with a connection per episode (its server stalled new "
@@ -303,7 +303,8 @@ def main() -> int:
     parser.add_argument("--no-pin", action="store_true", help="do not pin servers and clients to cores")
     args = parser.parse_args()
     args.sessions = args.sessions or ([64] if args.quick else [64, 512])
-    args.flights_sessions = args.flights_sessions or ([64] if args.quick else [64, 512])
+    if args.flights_sessions is None:
+        args.flights_sessions = [64] if args.quick else [64, 512]
     args.k = args.k or ([2, 8] if args.quick else [2, 4, 8])
     # the client process collects garbage as the server does (see bench/server.py)
     with collector.short_pauses():

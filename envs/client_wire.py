@@ -44,13 +44,18 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One call: over HTTP, or over the step channel (`/v1/ws`) when `step`; then `body` is its frame
-    item (a `BatchItem`, or a `CreateCall`, `ResetCall`, `CloseCall` or `ForkCall`)."""
+    item (a `BatchItem`, or a `CreateCall`, `ResetCall`, `CloseCall` or `ForkCall`). `op` names
+    the operation (`_Wire`'s method that made it; None for calls about the server or its envs) and
+    `episode_id` the episode it is about, so that a cluster's routing reads them here, not from the
+    path or the body."""
 
     method: str
     path: str
     parse: Callable[[Any], T]
     body: dict[str, Any] | None = None
     step: bool = False
+    op: str | None = None
+    episode_id: str | None = None
 
 
 def _batch_results(d: dict[str, Any]) -> list[StepResult | ServerError]:
@@ -89,52 +94,59 @@ class _Wire:
                env_kwargs: dict[str, Any] | None) -> Call[EpisodeCreated]:
         body = {"op": "create", "env_id": env_id, "seed": seed, "options": options, "env_kwargs": env_kwargs,
                 "request_id": _new_id()}
-        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True)
+        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True, op="create")
 
     @staticmethod
     def reset(episode_id: str, seed: int | None, options: dict[str, Any] | None) -> Call[EpisodeCreated]:
         body = {"op": "reset", "episode_id": episode_id, "seed": seed, "options": options,
                 "request_id": _new_id()}
-        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True)
+        return Call("POST", MUX_PATH, EpisodeCreated.model_validate, body, step=True, op="reset",
+                    episode_id=episode_id)
 
     @staticmethod
     def step(episode_id: str, action: str, request_id: str | None) -> Call[StepResult]:
         body = {"episode_id": episode_id, "action": action, "request_id": request_id or _new_id()}
-        return Call("POST", MUX_PATH, step_result, body, step=True)
+        return Call("POST", MUX_PATH, step_result, body, step=True, op="step", episode_id=episode_id)
 
     @staticmethod
     def step_batch(items: Sequence[tuple[str, str]]) -> Call[list[StepResult | ServerError]]:
         steps = [{"episode_id": e, "action": a, "request_id": _new_id()} for e, a in items]
-        return Call("POST", f"{API_PREFIX}/step", _batch_results, {"steps": steps})
+        return Call("POST", f"{API_PREFIX}/step", _batch_results, {"steps": steps}, op="step_batch")
 
     @staticmethod
     def step_frame(episode_id: str, actions: Sequence[str]) -> Call[list[StepResult | ServerError]]:
         """Steps of one episode in one step-channel frame of their own, run in their order: a
         round trip for them all (a lost episode's replay). Its body is a frame, not an item."""
         steps = [{"episode_id": episode_id, "action": a, "request_id": _new_id()} for a in actions]
-        return Call("POST", MUX_PATH, _frame_results, {"steps": steps}, step=True)
+        return Call("POST", MUX_PATH, _frame_results, {"steps": steps}, step=True, op="step_frame",
+                    episode_id=episode_id)
 
     @staticmethod
     def status(episode_id: str) -> Call[EpisodeStatus]:
-        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}", EpisodeStatus.model_validate)
+        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}", EpisodeStatus.model_validate, op="status",
+                    episode_id=episode_id)
 
     @staticmethod
     def render(episode_id: str) -> Call[str | None]:
-        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/render", lambda d: d["text"])
+        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/render", lambda d: d["text"], op="render",
+                    episode_id=episode_id)
 
     @staticmethod
     def fork(episode_id: str, n: int) -> Call[list[EpisodeForked]]:
         return Call("POST", MUX_PATH, lambda d: [EpisodeForked.model_validate(e) for e in d["episodes"]],
-                    {"op": "fork", "episode_id": episode_id, "n": n, "request_id": _new_id()}, step=True)
+                    {"op": "fork", "episode_id": episode_id, "n": n, "request_id": _new_id()}, step=True,
+                    op="fork", episode_id=episode_id)
 
     @staticmethod
     def trajectory(episode_id: str) -> Call[dict[str, Any]]:
-        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/trajectory", dict)
+        return Call("GET", f"{API_PREFIX}/episodes/{episode_id}/trajectory", dict, op="trajectory",
+                    episode_id=episode_id)
 
     @staticmethod
     def close(episode_id: str) -> Call[bool]:
         return Call("POST", MUX_PATH, lambda d: bool(d["closed"]),
-                    {"op": "close", "episode_id": episode_id, "request_id": _new_id()}, step=True)
+                    {"op": "close", "episode_id": episode_id, "request_id": _new_id()}, step=True,
+                    op="close", episode_id=episode_id)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import re
 import secrets
 import time
 from collections.abc import Generator
@@ -50,7 +49,6 @@ from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is t
 from agentrl.cluster.flows import ClientMap
 from agentrl.cluster_recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
 from agentrl.protocol import (
-    API_PREFIX,
     CLUSTER_PATH,
     SEED_MAX,
     ClusterMap,
@@ -67,7 +65,6 @@ REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
 DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the discovery URL again for this long
-_EPISODE_PATH = re.compile(rf"{API_PREFIX}/episodes/([^/]+)(/.*)?")
 
 log = logging.getLogger(__name__)
 
@@ -191,24 +188,17 @@ class Router(ClientMap[HolderInfo]):
     # --- routing -----------------------------------------------------------------------------
     def route(self, call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         """Run `call` on the cluster: yields requests, is sent their outcomes, returns the answer."""
-        op = call.body.get("op") if call.step and call.body else None
-        if op == "create" or (call.method == "POST" and call.path == f"{API_PREFIX}/episodes"):
+        if call.op == "create":
             return (yield from self._create(call))
-        if call.path == f"{API_PREFIX}/step":
+        if call.op == "step_batch":
             return (yield from self._step_batch(call))
-        episode_id = call.body.get("episode_id") if call.step and call.body else None
-        # the channel's lifecycle items, named as their HTTP routes
-        verb = _VERB_OF_OP.get(op, "step") if op is not None else "step"
-        if episode_id is None:
-            match = _EPISODE_PATH.fullmatch(call.path)
-            if match is None:  # about the envs, not an episode: any holder answers alike
-                name = yield from self._pick()
-                return (yield from self._plain(name, call))
-            episode_id, verb = match.group(1), (match.group(2) or "").lstrip("/") or call.method
-        recipe = self.recipes.get(episode_id)
+        if call.episode_id is None:  # about the envs, not an episode: any holder answers alike
+            name = yield from self._pick()
+            return (yield from self._plain(name, call))
+        recipe = self.recipes.get(call.episode_id)
         if recipe is None:
-            return (yield from self._unrecorded(episode_id, call))
-        return (yield from self._on_episode(episode_id, recipe, verb, call))
+            return (yield from self._unrecorded(call.episode_id, call))
+        return (yield from self._on_episode(call.episode_id, recipe, call.op, call))
 
     def _plain(self, name: str, call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         got = yield self._url(name), call
@@ -255,7 +245,7 @@ class Router(ClientMap[HolderInfo]):
             return created
         raise lost
 
-    def _on_episode(self, episode_id: str, recipe: Recipe, verb: str,
+    def _on_episode(self, episode_id: str, recipe: Recipe, op: str | None,
                     call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         for attempt in range(MAX_REPLAY_TRIES + 1):
             sent = time.perf_counter()
@@ -269,7 +259,7 @@ class Router(ClientMap[HolderInfo]):
             if not _is_loss(got):
                 break
             self._lose(recipe.holder)
-            if verb == "DELETE":  # closing an episode whose holder is gone: it is gone
+            if op == "close":  # closing an episode whose holder is gone: it is gone
                 self._forget(episode_id)
                 return True
             if attempt == MAX_REPLAY_TRIES:
@@ -279,22 +269,22 @@ class Router(ClientMap[HolderInfo]):
             yield from self._replay(episode_id, recipe)
         if isinstance(got, BaseException):
             raise got
-        return self._record(episode_id, recipe, verb, call, got, time.perf_counter() - sent)
+        return self._record(episode_id, recipe, op, call, got, time.perf_counter() - sent)
 
-    def _record(self, episode_id: str, recipe: Recipe, verb: str, call: Call[Any], got: Any,
+    def _record(self, episode_id: str, recipe: Recipe, op: str | None, call: Call[Any], got: Any,
                 seconds: float) -> Any:
         """Note a call's answer in the episode's recipe (a step with the `seconds` it took)."""
-        if verb == "step":
+        if op == "step":
             recipe.ops.append(("step", call.body["action"], seconds,  # type: ignore[index]  # a step call has a body
                                answer_digest(got)))
-        elif verb == "reset":
+        elif op == "reset":
             body = call.body or {}
             recipe.ops.append(("reset", body.get("seed"), copy.deepcopy(body.get("options")),
                                answer_digest(got)))
             got = got.model_copy(update={"episode_id": episode_id})
-        elif verb == "DELETE":
+        elif op == "close":
             self._forget(episode_id)
-        elif verb == "fork":
+        elif op == "fork":
             for child in got:
                 self.recipes[child.episode_id] = dataclasses.replace(
                     recipe, server_id=child.episode_id, ops=list(recipe.ops))
@@ -399,10 +389,6 @@ class Router(ClientMap[HolderInfo]):
                                f"differently ({fields}; its world is not deterministic: see fork_divergence)")
 
 
-# A `/v1/ws` frame item's `op` (none for a step), as `route` names the call it stands for.
-_VERB_OF_OP = {"reset": "reset", "close": "DELETE", "fork": "fork"}
-
-
 def _is_loss(got: CallOutcome) -> bool:
     """Whether an outcome says the episode's holder, or the episode with it, is gone."""
     if isinstance(got, httpx.TransportError | ShuttingDownError):
@@ -417,4 +403,5 @@ def _retarget(call: Call[Any], episode_id: str, server_id: str) -> Call[Any]:
     body = call.body
     if body is not None and body.get("episode_id") == episode_id:
         body = {**body, "episode_id": server_id}
-    return dataclasses.replace(call, path=call.path.replace(episode_id, server_id), body=body)
+    return dataclasses.replace(call, path=call.path.replace(episode_id, server_id), body=body,
+                               episode_id=server_id)

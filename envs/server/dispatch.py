@@ -283,34 +283,69 @@ def _average(old: float | None, new: float) -> float:
     return new if old is None or math.isnan(old) else 0.8 * old + 0.2 * new
 
 
+class LoopSlices:
+    """A batch's calls run right on the event loop, back to back while a time slice (`slice_s`)
+    lasts; between slices the loop reads and writes, so that a large batch does not hold it and the
+    batches of many connections take turns. Every batch run on the loop is cut here: a `/v1/ws`
+    frame where it is read and in its connection's queue (`agentrl.server.mux`), and `run_in_order`."""
+
+    def __init__(self, slice_s: float) -> None:
+        self.slice_s = slice_s
+        self.end = time.perf_counter() + slice_s
+
+    def run(self, items: Sequence[Item], now: Callable[[Item], Answer | None], start: int = 0
+            ) -> tuple[list[Answer], bool]:
+        """The answers of `items` from `start` on, each run by `now` while the slice lasts (one at
+        least), and whether they stopped at an item `now` could not run (it answered None)."""
+        answers: list[Answer] = []
+        for i in range(start, len(items)):
+            answer = now(items[i])
+            if answer is None:
+                return answers, True
+            answers.append(answer)
+            if time.perf_counter() > self.end:
+                break
+        return answers, False
+
+    async def next(self) -> None:
+        """Let the loop read and write, then start the next slice."""
+        await asyncio.sleep(0)
+        self.end = time.perf_counter() + self.slice_s
+
+
 async def run_in_order(items: Sequence[Item], now: Callable[[Item, Container[str]], Answer | None],
                        later: Callable[[Item], Coroutine[Any, Any, Answer]], slice_s: float) -> list[Answer]:
     """Each item's answer, in the order given: `now(item, busy)` runs an item that can run at
     once, else returns None and `later(item)` answers it in a task. The steps of every entry
     (`EpisodeRegistry.run_steps`) and the items of a `/v1/ws` frame (`agentrl.server.calls`) run here.
 
-    Items that can run at once run here, `slice_s` of them per loop iteration, so that a large
-    batch does not hold the loop and the batches of many connections take turns; each of the
-    others gets a task (the episode's lock, the dispatcher). The items start in order, an
-    episode's lock is first come, first served, and an episode with an item gone to a task has its
-    later items go the same way (`busy`), so the items of one episode in one batch run in its order.
+    Items that can run at once run here, slice by slice (`LoopSlices`); each of the others gets a
+    task (the episode's lock, the dispatcher). The items start in order, an episode's lock is first
+    come, first served, and an episode with an item gone to a task has its later items go the same
+    way (`busy`), so the items of one episode in one batch run in its order. Handing an item to a
+    task takes no slice: the calls it makes are packed.
     """
     parts: list[Any] = []
     handed: list[tuple[int, asyncio.Task]] = []
     busy: set[str] = set()
+    slices = LoopSlices(slice_s)
     loop = asyncio.get_running_loop()
-    slice_end = time.perf_counter() + slice_s
-    for i, item in enumerate(items):
-        part = now(item, busy)
-        parts.append(part)
-        if part is None:  # handing an item to a task takes no slice: the calls it makes are packed
+
+    def run_now(item: Item) -> Answer | None:
+        return now(item, busy)
+
+    while len(parts) < len(items):
+        more, stopped = slices.run(items, run_now, len(parts))
+        parts += more
+        if stopped:
+            item = items[len(parts)]
             episode_id = getattr(item, "episode_id", None)  # a create has none yet
             if episode_id is not None:
                 busy.add(episode_id)
-            handed.append((i, loop.create_task(later(item))))
-        elif time.perf_counter() > slice_end:
-            await asyncio.sleep(0)
-            slice_end = time.perf_counter() + slice_s
+            handed.append((len(parts), loop.create_task(later(item))))
+            parts.append(None)
+        elif len(parts) < len(items):
+            await slices.next()
     for i, task in handed:
         parts[i] = await task
     return parts

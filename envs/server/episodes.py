@@ -1,8 +1,5 @@
 """The episode registry: every live episode, its env instance, its lock and its lifetime.
 
-Past 500 lines for now: create, reset, step and close each have an inline body and a task body;
-one body per operation, run either way by one runner, would bring it well under.
-
 Env code is blocking, so it runs off the event loop's own work (see `dispatch.py`); an
 `asyncio.Lock` per episode keeps one episode's steps in order while different episodes step at
 the same time. Results are encoded to JSON where the step ran (`agentrl.protocol.encode_step`),
@@ -12,7 +9,9 @@ Every step, whichever way it came (`POST .../step`, `POST /v1/step`, a `/v1/ws` 
 `/ws`), is run by `run_steps`: each at once on the event loop where its env's steps are measured
 cheap and its episode is idle (`step_now`), else in a task under its episode's lock
 (`step_later`). Each step's outcome is its `StepResult` and that result's bytes, or the
-`ApiError` it is answered with; every entry turns that outcome into its own answer.
+`ApiError` it is answered with; every entry turns that outcome into its own answer. Creates,
+resets and closes run the same way: each operation is written once (`agentrl.server.operations`)
+and run by one runner, at once on the loop (`now`) or in a task (`later`).
 
 An episode id names the server process holding the episode (`<holder>.<random hex>`), so that
 whatever spreads episodes over several processes can route each request by its id alone.
@@ -29,11 +28,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 
-from agentrl.core import StepResult
 from agentrl.protocol import (
     BatchItem,
     CloseCall,
@@ -43,29 +41,20 @@ from agentrl.protocol import (
     dumps,
     encode_closed,
     encode_item,
-    encode_step,
 )
-from agentrl.registration import ENV_ENTRY_POINTS, load_env_class, make_env
-from agentrl.server.answers import (
-    ENDED,
-    ApiError,
-    Remembered,
-    ended,
-    env_raised,
-    gone,
-    reset_failed,
-    start_failed,
-)
+from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
+from agentrl.server.answers import ENDED, ApiError, Remembered, ended, gone
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor, run_in_order
 from agentrl.server.metrics import Metrics
+from agentrl.server.operations import Close, Create, Operation, Reset, Step, Stepped
 from agentrl.server.owners import CALLER
-from agentrl.server.transcript import ClosedEpisode, RecentlyClosed, WatchTranscript
+from agentrl.server.transcript import RecentlyClosed, WatchTranscript
 
 ENDED_KEPT = 65_536  # closed episodes whose ids are remembered with why (about 100 bytes each)
 log = logging.getLogger("agentrl.server")
-Stepped = tuple[StepResult, bytes]  # a step's result and its encoding
 StepOutcome = Stepped | ApiError  # what a step is answered with
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -115,22 +104,6 @@ class LiveEpisode:
         }
 
 
-def _build_and_reset(
-    env_id: str, env_kwargs: dict[str, Any], seed: int | None, options: dict[str, Any] | None
-) -> tuple[gym.Env, dict[str, Any]]:
-    env = make_env(env_id, **env_kwargs)
-    try:
-        return env, _reset(env, seed, options)
-    except BaseException:
-        env.close()
-        raise
-
-
-def _reset(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
-    observation, info = env.reset(seed=seed, options=options)
-    return {"observation": observation, "info": info}
-
-
 class EpisodeRegistry:
     def __init__(self, config: ServerConfig, metrics: Metrics) -> None:
         self.config = config
@@ -142,9 +115,9 @@ class EpisodeRegistry:
         self._prefix = self.holder + "."
         self.shutting_down = False
         self._starting = 0
-        self._creates = Remembered(config.max_episodes)  # request_id -> the answer
+        self.creates = Remembered(config.max_episodes)  # request_id -> the answer
         self._reserved: dict[str, frozenset[str]] = {}  # env id -> the constructor arguments of its operator
-        self._closes = Remembered(config.max_episodes)  # (episode, request_id) -> True
+        self.closes = Remembered(config.max_episodes)  # (episode, request_id) -> True
         self._reaper: asyncio.Task | None = None
         self.recently_closed = RecentlyClosed()
         # episode id -> why it was closed, for the last ENDED_KEPT: a later call on one is told it was
@@ -236,7 +209,7 @@ class EpisodeRegistry:
         self.metrics.episodes_created.labels(ep.env_id).inc()
         self.metrics.live_episodes.set(self.live)
 
-    def _env_kwargs(self, env_id: str, requested: dict[str, Any]) -> dict[str, Any]:
+    def env_kwargs(self, env_id: str, requested: dict[str, Any]) -> dict[str, Any]:
         """The operator's constructor arguments for `env_id`, with the client's on top.
 
         Arguments that reach outside the episode (the env's `operator_kwargs`: endpoints,
@@ -270,106 +243,40 @@ class EpisodeRegistry:
         if self.shutting_down:
             raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
         self.check_env_id(env_id)
-        answer = await self._creates.once(request_id, lambda: self._create(env_id, seed, options, env_kwargs))
+        answer = await self.later(Create(self, env_id, seed, options, env_kwargs, request_id))
         return self.episodes.get(answer["episode_id"]), answer
 
-    async def _create(self, env_id: str, seed: int | None, options: dict[str, Any] | None,
-                      env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-        env_kwargs = self._env_kwargs(env_id, env_kwargs or {})
-        with self.reserve(1):
-            try:
-                env, first = await self.dispatch.run(
-                    f"{env_id}:create", _build_and_reset, env_id, env_kwargs, seed, options
-                )
-            except Exception as exc:
-                raise start_failed(env_id, exc) from exc
-            return self._admit_new(env_id, env, seed, first)
-
-    def _admit_new(self, env_id: str, env: gym.Env, seed: int | None, first: dict[str, Any]
-                   ) -> dict[str, Any]:
-        ep = self.new_episode(env_id, env, seed)
-        ep.transcript.begin(first)
-        self.admit(ep)
-        return ep.answer(first)
-
     def create_now(self, item: CreateCall, busy: Container[str] = ()) -> bytes | None:
-        """`create` run right here on the event loop, its `BatchResult` encoded, where the env's
-        creates are measured short (`dispatch.inline`) and nothing stands in the way (a retry, a full
-        server, a refused argument); else None, and `create` answers it. For a light env a task and a
-        trip through the dispatcher cost more than building the env."""
-        env_id, request_id = item.env_id, item.request_id
-        kind = f"{env_id}:create"
-        if (self.shutting_down or env_id not in self.env_ids or not self.dispatch.inline(kind)
-                or (request_id is not None and request_id in self._creates)
+        """`create` run right here (`now`), its `BatchResult` encoded, where nothing stands in the
+        way (a full server, a refused argument: `create` answers those); else None."""
+        if (self.shutting_down or item.env_id not in self.env_ids
                 or self.live + self._starting >= self.config.max_episodes):
             return None
-        try:
-            env_kwargs = self._env_kwargs(env_id, item.env_kwargs or {})
-        except ApiError:
+        op = Create(self, item.env_id, item.seed, item.options, item.env_kwargs, item.request_id)
+        answer = self.now(op)
+        if answer is None:
             return None
-        started = time.perf_counter()
-        try:
-            env, first = _build_and_reset(env_id, env_kwargs, item.seed, item.options)
-        except Exception as exc:
-            self.dispatch.ran_inline(kind, time.perf_counter() - started)
-            error = start_failed(env_id, exc)
-            error.__cause__ = exc
-            self._creates.keep(request_id, None, error)
-            return self.error_item(None, error)
-        self.dispatch.ran_inline(kind, time.perf_counter() - started)
-        answer = self._admit_new(env_id, env, item.seed, first)
-        self._creates.keep(request_id, answer)
+        if isinstance(answer, ApiError):
+            return self.error_item(None, answer)
         return encode_item(answer["episode_id"], 201, dumps(answer))
 
     async def reset(self, ep: LiveEpisode, seed: int | None, options: dict[str, Any] | None,
                     request_id: str | None = None) -> dict[str, Any]:
         """Start a new episode on an existing env (the OpenEnv session's `reset`); returns the first
         observation and info. A retry of `request_id` gets the first reset's answer."""
-        key = None if request_id is None else ("reset", request_id)
-        return await ep.results.once(key, lambda: self._reset(ep, seed, options))
-
-    async def _reset(
-        self, ep: LiveEpisode, seed: int | None, options: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        async with ep.lock:
-            if ep.closed:
-                raise gone(ep)
-            try:
-                first = await self.dispatch.run(f"{ep.env_id}:reset", _reset, ep.env, seed, options)
-            except Exception as exc:
-                raise reset_failed(exc) from exc
-            self._was_reset(ep, seed, first)
-            return first
-
-    @staticmethod
-    def _was_reset(ep: LiveEpisode, seed: int | None, first: dict[str, Any]) -> None:
-        ep.turns, ep.over, ep.seed = 0, False, seed
-        ep.transcript.begin(first)
-        ep.last_used = time.monotonic()
+        return await self.later(Reset(ep, seed, options, request_id))
 
     def reset_now(self, item: ResetCall, busy: Container[str] = ()) -> bytes | None:
-        """`reset` run right here on the event loop, its `BatchResult` encoded, as `step_now` runs a
-        step: where the env's resets are measured short and its episode is idle; else None."""
-        ep = self.episodes.get(item.episode_id)
-        if (ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or ep.closed
-                or item.episode_id in busy):
+        """`reset` run right here (`now`), its `BatchResult` encoded, where its episode is idle;
+        else None."""
+        ep = self._idle(item.episode_id, busy)
+        if ep is None:
             return None
-        kind = f"{ep.env_id}:reset"
-        key = None if item.request_id is None else ("reset", item.request_id)
-        if not self.dispatch.inline(kind) or key in ep.results:
+        first = self.now(Reset(ep, item.seed, item.options, item.request_id))
+        if first is None:
             return None
-        started = time.perf_counter()
-        try:
-            first = _reset(ep.env, item.seed, item.options)
-        except Exception as exc:
-            self.dispatch.ran_inline(kind, time.perf_counter() - started)
-            error = reset_failed(exc)
-            error.__cause__ = exc
-            ep.results.keep(key, None, error)
-            return self.error_item(ep.episode_id, error)
-        self.dispatch.ran_inline(kind, time.perf_counter() - started)
-        self._was_reset(ep, item.seed, first)
-        ep.results.keep(key, first)
+        if isinstance(first, ApiError):
+            return self.error_item(ep.episode_id, first)
         return encode_item(ep.episode_id, 200, dumps(ep.answer(first)))
 
     # --- steps: one path, whichever way a step came ---------------------------------------------
@@ -398,62 +305,24 @@ class EpisodeRegistry:
         return encode_item(episode_id, 200, outcome[1])
 
     def step_now(self, item: BatchItem, busy: Container[str] = ()) -> StepOutcome | None:
-        """The outcome of a step that can run right here, on the event loop, at once: its env's
-        steps are measured cheap (`dispatch.inline`), its episode is idle, and its request is new;
-        else None, and `step_later` answers it (errors included). For a light env this saves the
-        task, lock and futures per step, which cost more than its step. `busy`: episodes with
-        steps handed to `step_later` that have not started yet, which must go first."""
-        ep = self.episodes.get(item.episode_id)
-        request_id, action = item.request_id, item.action
-        if (ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or ep.closed or ep.over
-                or not self.dispatch.inline(ep.step_kind)
-                or request_id in ep.results or item.episode_id in busy
-                or len(action) > self.config.max_action_chars):
+        """The outcome of a step run right here (`now`), where its episode is idle and its action
+        within bounds; else None, and `step_later` answers it (errors included). `busy`: episodes
+        with steps handed to `step_later` that have not started yet, which must go first."""
+        ep = self._idle(item.episode_id, busy)
+        if ep is None or len(item.action) > self.config.max_action_chars:
             return None
-        started = time.perf_counter()
-        try:
-            stepped = _step_and_encode(ep.env, action)
-        except Exception as exc:
-            self.dispatch.ran_inline(ep.step_kind, time.perf_counter() - started)
-            error = env_raised(ep, exc, "stepping")
-            error.__cause__ = exc
-            ep.results.keep(request_id, None, error)
-            return error
-        seconds = time.perf_counter() - started
-        self.dispatch.ran_inline(ep.step_kind, seconds)
-        self._stepped(ep, action, stepped, seconds)
-        ep.results.keep(request_id, stepped)
-        return stepped
+        return self.now(Step(self, ep, item.action, item.request_id))
 
     async def step_later(self, item: BatchItem) -> StepOutcome:
-        """The outcome of a step run in a task: under its episode's lock, through the dispatcher."""
+        """The outcome of a step run in a task (`later`)."""
         try:
             ep = self.get(item.episode_id)
             if len(item.action) > self.config.max_action_chars:
                 raise ApiError(413, ErrorCode.ACTION_TOO_LARGE, f"action has {len(item.action)} characters; "
                                f"the limit is {self.config.max_action_chars}")
-            return await ep.results.once(item.request_id, lambda: self._step(ep, item.action))
+            return await self.later(Step(self, ep, item.action, item.request_id))
         except ApiError as exc:
             return exc
-
-    async def _step(self, ep: LiveEpisode, action: str) -> Stepped:
-        async with ep.lock:
-            ep.check_open("create a new episode")
-            started = time.perf_counter()
-            try:
-                stepped = await self.dispatch.run(ep.step_kind, _step_and_encode, ep.env, action)
-            except Exception as exc:
-                raise env_raised(ep, exc, "stepping") from exc
-            self._stepped(ep, action, stepped, time.perf_counter() - started)
-            return stepped
-
-    def _stepped(self, ep: LiveEpisode, action: str, stepped: Stepped, seconds: float) -> None:
-        result, body = stepped
-        self.metrics.stepped(ep.env_id, seconds)
-        ep.turns += 1
-        ep.transcript.record(action, result.reward, body)
-        ep.over = result.terminated or result.truncated
-        ep.last_used = time.monotonic()
 
     def error_item(self, episode_id: str | None, exc: ApiError) -> bytes:
         """The encoded `BatchResult` of an item answered with `exc` (counted as an error)."""
@@ -467,16 +336,10 @@ class EpisodeRegistry:
 
     async def close(self, episode_id: str, reason: str = "client") -> bool:
         """Close an episode (after a step it is running); False if there is none by that id."""
-        ep = self._take_out(episode_id, reason)
+        ep = self.take_out(episode_id, reason)
         if ep is None:
             return False
-        async with ep.lock:  # let a running step finish first
-            self._retire(ep, reason)
-            try:
-                await self.dispatch.run(f"{ep.env_id}:close", ep.env.close)
-            except Exception:  # a failing close must not keep the episode alive
-                log.exception("%s: closing episode %s failed", ep.env_id, ep.episode_id)
-        return True
+        return await self.later(Close(self, ep, reason))
 
     async def close_once(self, episode_id: str, request_id: str | None = None) -> None:
         """`close` for a client: an unknown episode is a 404, except to a retry of `request_id`,
@@ -488,30 +351,82 @@ class EpisodeRegistry:
             return True
 
         key = None if request_id is None else (episode_id, request_id)
-        await self._closes.once(key, run)
+        await self.closes.once(key, run)
 
     def close_now(self, item: CloseCall, busy: Container[str] = ()) -> bytes | None:
-        """`close_once` run right here on the event loop, its `BatchResult` encoded, where the env's
-        closes are measured short and its episode is idle; else None."""
-        ep = self.episodes.get(item.episode_id)
-        if ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or item.episode_id in busy:
+        """`close_once` run right here (`now`), its `BatchResult` encoded, where its episode is
+        idle; else None."""
+        ep = self._idle(item.episode_id, busy)
+        if ep is None:
             return None
-        kind = f"{ep.env_id}:close"
         key = None if item.request_id is None else (item.episode_id, item.request_id)
-        if not self.dispatch.inline(kind) or key in self._closes:
+        op = Close(self, ep, "client", key)
+        if not self.runs_now(op):
             return None
-        self._take_out(item.episode_id, "client")
-        self._retire(ep, "client")
-        started = time.perf_counter()
-        try:
-            ep.env.close()
-        except Exception:  # a failing close must not keep the episode alive
-            log.exception("%s: closing episode %s failed", ep.env_id, ep.episode_id)
-        self.dispatch.ran_inline(kind, time.perf_counter() - started)
-        self._closes.keep(key, True)
+        self.take_out(item.episode_id, "client")
+        self.now(op)
         return encode_item(item.episode_id, 200, encode_closed(item.episode_id))
 
-    def _take_out(self, episode_id: str, reason: str) -> LiveEpisode | None:
+    # --- the one runner of every operation ------------------------------------------------------
+    def _idle(self, episode_id: str, busy: Container[str]) -> LiveEpisode | None:
+        """The live episode `episode_id` if a call on it may run at once: the caller's, with no call
+        under way (its lock free) and none waiting in the caller's batch (`busy`)."""
+        ep = self.episodes.get(episode_id)
+        if ep is None or not CALLER.get().reaches(ep.owner) or ep.lock.locked() or episode_id in busy:
+            return None
+        return ep
+
+    def runs_now(self, op: Operation[Any]) -> bool:
+        """Whether `op` may run at once on the event loop: its kind measured short
+        (`dispatch.inline`), and no answer to its request remembered (a retry goes to `later`)."""
+        return self.dispatch.inline(op.kind) and (op.key is None or op.key not in op.memory)
+
+    def now(self, op: Operation[T]) -> T | ApiError | None:
+        """`op` run right here, on the event loop, at once: its answer, or the `ApiError` it is
+        answered with; None where it may not (`runs_now`) or a check refuses it, and `later` runs
+        it. For a light env this saves the task, lock and futures of a call, which cost more than
+        the call."""
+        if not self.runs_now(op):
+            return None
+        try:
+            op.prepare()
+        except ApiError:
+            return None
+        started = time.perf_counter()
+        try:
+            value, error = op.call(), None
+        except Exception as exc:
+            value, error = None, op.fail(exc)
+            if error is not None:
+                error.__cause__ = exc
+        seconds = time.perf_counter() - started
+        self.dispatch.ran_inline(op.kind, seconds)
+        if error is not None:
+            op.memory.keep(op.key, None, error)
+            return error
+        answer = op.done(value, seconds)
+        op.memory.keep(op.key, answer)
+        return answer
+
+    async def later(self, op: Operation[T]) -> T:
+        """`op` run in a task: under its episode's lock, its env call through the dispatcher; its
+        answer, or the `ApiError` it raises. A retry of its request gets the first run's answer."""
+        async def run() -> T:
+            async with op.lock or contextlib.nullcontext():
+                op.prepare()
+                with self.reserve(op.room) if op.room else contextlib.nullcontext():
+                    started = time.perf_counter()
+                    try:
+                        value = await self.dispatch.run(op.kind, op.call)
+                    except Exception as exc:
+                        if (error := op.fail(exc)) is not None:
+                            raise error from exc
+                        value = None
+                    return op.done(value, time.perf_counter() - started)
+
+        return await op.memory.once(op.key, run)
+
+    def take_out(self, episode_id: str, reason: str) -> LiveEpisode | None:
         """The episode, no longer live (None if there is none by that id)."""
         ep = self.episodes.pop(episode_id, None)
         if ep is not None:
@@ -525,14 +440,3 @@ class EpisodeRegistry:
             self.metrics.live_episodes.set(self.live)
             self.metrics.episodes_closed.labels(reason).inc()
         return ep
-
-    def _retire(self, ep: LiveEpisode, reason: str) -> None:
-        ep.closed = True
-        self.recently_closed.add(ClosedEpisode(ep.episode_id, ep.env_id, ep.seed, ep.turns, ep.over,
-                                               time.monotonic() - ep.created, reason, ep.transcript,
-                                               ep.owner))
-
-
-def _step_and_encode(env: gym.Env, action: str) -> Stepped:
-    result = StepResult.of(env.step(action))
-    return result, encode_step(result)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -34,6 +33,7 @@ from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 from agentrl.protocol import ErrorCode, FrameItem, StepFrame, dumps, encode_reply, loads
+from agentrl.server.dispatch import LoopSlices
 from agentrl.server.metrics import Metrics
 
 MAX_FRAMES_IN_FLIGHT = 64
@@ -74,7 +74,7 @@ class StepSocket:
                 steps = frame.steps
                 self.metrics.frame_steps.observe(len(steps))
                 if not frames.waiting:  # nothing ahead of it: its first slice runs right here
-                    parts = self.now(steps, time.perf_counter() + self.slice_s)
+                    parts, _ = LoopSlices(self.slice_s).run(steps, self.step_now)
                     if len(parts) == len(steps):
                         await send({"type": "websocket.send", "bytes": encode_reply(frame.id, parts)})
                         continue
@@ -84,18 +84,6 @@ class StepSocket:
         except OSError:  # uvicorn's ClientDisconnected: the client went away mid-send
             pass
         await frames.finish()  # steps already read run on, so that their results are there for a retry
-
-    def now(self, steps: Sequence[FrameItem], slice_end: float) -> list[bytes]:
-        """The answers of the first steps, as long as each can run at once and the slice lasts."""
-        parts: list[bytes] = []
-        for item in steps:
-            part = self.step_now(item)
-            if part is None:
-                break
-            parts.append(part)
-            if time.perf_counter() > slice_end:
-                break
-        return parts
 
 
 class _Frames:
@@ -126,20 +114,21 @@ class _Frames:
 
     async def _step_waiting(self) -> None:
         socket = self.socket
+        slices = LoopSlices(socket.slice_s)
         while self.waiting:
             frame_id, parts, rest = self.waiting[0]
             done = 0
             while done < len(rest):
-                more = socket.now(rest[done:], time.perf_counter() + socket.slice_s)
+                more, stopped = slices.run(rest, socket.step_now, done)
                 parts += more
                 done += len(more)
-                if done < len(rest) and more:
-                    await asyncio.sleep(0)  # the slice is over: let the loop read and write
-                elif done < len(rest):  # a step that cannot run at once: the rest goes to a task
+                if stopped:  # a step that cannot run at once: the rest goes to a task
                     task = asyncio.get_running_loop().create_task(self._finish(frame_id, parts, rest[done:]))
                     self.handed.add(task)
                     task.add_done_callback(self.handed.discard)
                     break
+                if done < len(rest):
+                    await slices.next()  # the slice is over: let the loop read and write
             self.waiting.popleft()
             if done == len(rest):
                 await self.answer(frame_id, parts)

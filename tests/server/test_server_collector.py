@@ -50,7 +50,7 @@ def test_a_closed_episode_is_freed_at_once_though_its_state_was_frozen():
         frozen = id(ep.env.unwrapped) not in {id(obj) for obj in gc.get_objects()}
         await registry.close(ep.episode_id)
         del ep
-        registry._creates.clear()  # the create's remembered answer holds the episode too
+        registry.creates.clear()  # the create's remembered answer holds the episode too
         return frozen, env() is None
 
     with collector.short_pauses():
