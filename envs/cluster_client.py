@@ -334,7 +334,8 @@ class Router:
         tried: frozenset[str] = frozenset({old_holder})
         creates: list[float] = []  # each try's create, in seconds
         began, failures = time.monotonic(), 0
-        while (name := (yield from self._next_holder(tried, failures, began))) is not None:
+        # the call that met its holder gone counts as the first failure: a restart is waited out
+        while (name := (yield from self._next_holder(tried, failures + 1, began))) is not None:
             tried |= {name}
             self.own[name] = self.own.get(name, 0) + 1
             try:
