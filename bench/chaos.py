@@ -5,16 +5,17 @@
     .venv/bin/python bench/chaos.py --ray      # the holders are Ray actors (a local Ray on loopback)
     .venv/bin/python bench/chaos.py --no-sandboxes   # without the Docker parts (Bash-v0, sandbox kills)
 
-`agentrl serve --processes 2` (Echo-v0 and Flights-v0; with `--ray`, two Ray actors of a local Ray
-started on loopback, and a kill SIGKILLs an actor's worker process) on a free loopback port; one
-`AsyncEnvClient` given its discovery URL runs `--concurrency` episodes at a time, half Echo-v0 and
-half Flights-v0, each a fixed script of steps by its seed (tool calls, a malformed one, plain text; an Echo-v0
-episode ends answering the secret word its first observation told, so rewards are not all 0), then
-reads the episode's trajectory record and closes it. Meanwhile a killer SIGKILLs a random holder
-every `--kill-every` seconds, at random within that period; the supervisor starts the holder again
-where it was, and where it will not any more (its restarts spent) the killer adds a holder, as an
-operator would (`agentrl cluster add`). The killer waits until every holder is up before the next
-kill: a kill while no other holder is up loses episodes by design (`no_holder`, see docs/cluster.md).
+`agentrl serve --processes 2` (Echo-v0, Flights-v0, and Bash-v0 with Docker; with `--ray`, two Ray
+actors of a local Ray started on loopback, and a kill SIGKILLs an actor's worker process) on a free
+loopback port; one `AsyncEnvClient` given its discovery URL runs `--concurrency` episodes at a time,
+half Echo-v0 and half Flights-v0 (less the Bash-v0 ones), each a fixed script of steps by its seed (tool
+calls, a malformed one, plain text; an Echo-v0 episode ends answering the secret word its first
+observation told, so rewards are not all 0), then reads the episode's trajectory record and closes it.
+Meanwhile a killer SIGKILLs a random holder every `--kill-every` seconds, at random within that period;
+the supervisor starts the holder again where it was, and where it will not any more (its restarts spent)
+the killer adds a holder, as an operator would (`agentrl cluster add`). The killer waits until every
+holder is up before the next kill: a kill while no other holder is up loses episodes by design
+(`no_holder`, see docs/cluster.md).
 
 Where a Docker engine answers (unless `--no-sandboxes`), `agentrl sandbox serve --processes 2` runs on
 loopback too: one episode in sixteen is a Bash-v0 episode whose sandbox lives there, `--sessions` sandbox
