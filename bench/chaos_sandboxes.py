@@ -52,7 +52,8 @@ def _call(name: str, **arguments: object) -> str:
 
 def bash_script(seed: int) -> list[str]:
     """Bash-v0 episode `seed`'s actions: state set, grown and read back, a malformed call, plain
-    text, a `read_file`, and a `finish` whose answer (by the seed) is sometimes the right count."""
+    text, a `read_file`, and a `finish` whose answer is a guess by the seed (the script is fixed
+    before the task is read, so the reward compared is mostly 0; the grading runs all the same)."""
     commands = [f"cd /workspace && mkdir -p w && echo line{seed} > w/f && export N=ep{seed}",
                 *(f"echo {i} >> w/log && wc -l < w/log" for i in range(1 + seed % 3)),
                 'echo "$N:$(pwd):$(cat w/f):$(wc -l < w/log)"']
