@@ -64,6 +64,7 @@ from agentrl.protocol import (
 REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
 MAX_REPLAY_TRIES = 3  # holders tried in turn to replay one episode
+RETRY_WAIT_S = 30.0  # a create or replay that met holders gone tries again for this long (a restart)
 DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the discovery URL again for this long
 
 log = logging.getLogger(__name__)
@@ -222,18 +223,18 @@ class Router(ClientMap[HolderInfo]):
         if body.get("seed") is None:  # a seed drawn here makes the episode replayable
             body["seed"] = secrets.randbelow(SEED_MAX)
         call = dataclasses.replace(call, body=body)
-        lost: BaseException = RuntimeError("no holder was tried")  # replaced: MAX_REPLAY_TRIES >= 1
+        lost: BaseException = RuntimeError("no holder was tried")  # replaced: the first try is made
         tried: frozenset[str] = frozenset()
-        for _ in range(MAX_REPLAY_TRIES):
-            name = yield from self._pick(tried)
+        began, failures = time.monotonic(), 0
+        while (name := (yield from self._next_holder(tried, failures, began))) is not None:
             tried |= {name}
             self.took(name)  # counted now: creates in flight spread too
             got = yield self._url(name), call
             if isinstance(got, BaseException):
                 self.drop(name)
-                if isinstance(got, (httpx.TransportError, ShuttingDownError)):
+                if isinstance(got, (httpx.TransportError, ShuttingDownError)):  # not made: safe to retry
                     self._lose(name)
-                    lost = got
+                    lost, failures = got, failures + 1
                     continue
                 raise got
             created: EpisodeCreated = got
@@ -315,8 +316,9 @@ class Router(ClientMap[HolderInfo]):
         old_holder = recipe.holder
         tried: frozenset[str] = frozenset({old_holder})
         creates: list[float] = []  # each try's create, in seconds
-        for _ in range(MAX_REPLAY_TRIES):
-            name = yield from self._pick(tried)
+        began, failures = time.monotonic(), 0
+        # the call that met its holder gone counts as the first failure: a restart is waited out
+        while (name := (yield from self._next_holder(tried, failures + 1, began))) is not None:
             tried |= {name}
             self.took(name)
             try:
@@ -333,9 +335,34 @@ class Router(ClientMap[HolderInfo]):
                 self.stats.create_seconds += sum(creates)
                 return
             self._lose(name)
+            failures += 1
         self.stats.lost += 1
         self._forget(episode_id)
-        raise EpisodeLostError(episode_id, f"no holder could take its replay in {MAX_REPLAY_TRIES} tries")
+        raise EpisodeLostError(episode_id, f"no holder could take its replay in {failures} tries over "
+                               f"{time.monotonic() - began:.1f} s")
+
+    def _next_holder(self, tried: frozenset[str], failures: int,
+                     began: float) -> Generator[Request, CallOutcome, str | None]:
+        """The holder for the next try of a create or replay whose `failures` tries so far met their
+        holder gone, or None once `MAX_REPLAY_TRIES` failed and `RETRY_WAIT_S` passed since `began`.
+
+        A create is not acknowledged before it answers, so trying it elsewhere is safe. The second
+        try is made at once; from the third on, each waits (doubling from `MIN_REFRESH_S` to 2 s)
+        and reads the map again, and a map with no holder up but one starting (a restart) is waited
+        out: tries spent in a few milliseconds, on a map read before a holder died or while its
+        restart was not listening yet, lost creates that a second's wait would have made."""
+        while True:
+            if failures >= MAX_REPLAY_TRIES and time.monotonic() - began > RETRY_WAIT_S:
+                return None
+            if failures > 1:
+                yield None, Pause(min(MIN_REFRESH_S * 2 ** (failures - 2), 2.0))
+                yield from self._refresh(force=True)
+            try:
+                return (yield from self._pick(tried))
+            except ShuttingDownError:  # none up: wait for one starting, if any is and a try failed
+                if not failures or not any(h.state == "starting" for h in self.map.values()):
+                    raise
+                failures += 1
 
     def _replay_on(self, name: str, episode_id: str, recipe: Recipe,
                    creates: list[float]) -> Generator[Request, CallOutcome, str | None]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # benches whose quick mode a test of their own runs and checks further
 RUN_ELSEWHERE = {"trainer.py"}  # tests/bench/test_trainer_bench.py
 # modules the benches import, not benches themselves
-HELPERS = {"measuring.py", "processes.py", "recipes.py", "serving.py", "trainer_work.py"}
+HELPERS = {"chaos_sandboxes.py", "measuring.py", "processes.py", "recipes.py", "serving.py",
+           "trainer_work.py"}
 BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE | HELPERS)
 NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py", "cluster.py"}
 
@@ -51,6 +53,21 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
     assert done.stdout.strip(), f"{bench} --quick printed nothing"
     if bench == "cluster.py":
         check_bash_kill_row(done.stdout)
+    if bench == "chaos.py" and docker_running():
+        check_chaos_docker_parts(done.stdout)
+
+
+def check_chaos_docker_parts(stdout: str) -> None:
+    """bench/chaos.py with Docker: Bash-v0 episodes ran, none lost or divergent; sandbox sessions ran
+    while sandbox servers were killed, none lost or divergent."""
+    bash = re.search(r"of which Bash-v0: (\d+) episodes, \d+ moved holder, (\d+) lost, (\d+) divergent",
+                     stdout)
+    assert bash, f"no Bash-v0 line in:\n{stdout[-3000:]}"
+    assert int(bash[1]) >= 1 and bash[2] == bash[3] == "0", bash[0]
+    boxes = re.search(r"sandbox sessions: (\d+) \(\d+ execs\); sandbox-server kills: (\d+);.*"
+                      r"sessions lost: (\d+); divergent: (\d+)", stdout)
+    assert boxes, f"no sandbox sessions line in:\n{stdout[-3000:]}"
+    assert int(boxes[1]) >= 1 and int(boxes[2]) >= 2 and boxes[3] == boxes[4] == "0", boxes[0]
 
 
 @pytest.mark.slow
@@ -103,7 +120,7 @@ def test_chaos_run_with_ray_actors(tmp_path):
     if importlib.util.find_spec("ray") is None:
         unavailable("ray is not installed (the [cluster] extra)")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    args = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--quick", "--ray"]
+    args = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--quick", "--ray", "--no-sandboxes"]
     done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, f"chaos --ray failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "episodes lost: 0 (" in done.stdout and "divergent: 0" in done.stdout, done.stdout

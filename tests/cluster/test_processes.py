@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import gymnasium as gym
 import httpx
 import pytest
 from cluster_helpers import ECHO, FLIGHTS, ServedCluster, alive, need_ray
@@ -71,6 +72,30 @@ def test_a_killed_holder_is_reported_and_started_again_where_it_was():
         made.stop()
     assert made.proc.returncode in (0, -signal.SIGINT)  # uvicorn re-raises the signal it stopped on
     assert "exited with code -9; restarting it" in made.proc.stderr.read()
+
+
+def test_a_create_whose_holders_died_is_made_on_one_started_again():
+    """Every holder SIGKILLed while the client's map still calls them up: the create meets each one
+    gone, then waits (reading the map again) and is made on the first holder its supervisor starts
+    again, with the same first observation as in-process; it does not raise `ConnectError` after
+    three tries spent in a few milliseconds. A create is not acknowledged before it answers, so
+    trying it on another holder is safe, and the cluster holds no copy of it besides the new one."""
+    made = ServedCluster("processes", 2, (ECHO,))
+    try:
+        made.wait_up(2)
+        with EnvClient(made.discovery) as client:
+            client.create_episode(ECHO, seed=1)  # the client reads the map: both holders up
+            for holder in made.holders():
+                made.kill_holder(holder["holder"])
+            assert all(h.state == "up" for h in client.cluster.router.map.values())  # a stale map
+            created = client.create_episode(ECHO, seed=2)
+            live = {h["holder"]: h for h in made.wait_up(1)}
+            assert created.episode_id.partition(".")[0] in live
+            assert wait_for(lambda: sum(h["live_episodes"] for h in made.holders()) == 1)
+        local = gym.make(ECHO).unwrapped
+        assert created.observation == local.reset(seed=2)[0]
+    finally:
+        made.stop()
 
 
 @pytest.mark.parametrize("kind", KINDS)
