@@ -52,7 +52,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentrl.client import AsyncEnvClient
-from agentrl.cluster_client import EpisodeLostError
+from agentrl.client.cluster import EpisodeLostError
 from agentrl.server.local import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -3,7 +3,7 @@
 A cluster is N copies of the unchanged server app, each a *holder* with its own URL that puts its
 name at the head of every episode id it creates. Nothing routes the episode traffic: the address a
 user is given serves only `GET /v1/cluster` (the holders, their URLs, states and loads), and the
-cluster client (`agentrl.cluster_client`) talks to each holder directly, its `/v1/ws` included, so
+cluster client (`agentrl.client.cluster`) talks to each holder directly, its `/v1/ws` included, so
 no process sits between a rollout worker and its episode. Plain HTTP clients do the same: read the
 map, create on a holder, send every call naming an episode to the holder its id names.
 

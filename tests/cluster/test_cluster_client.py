@@ -14,7 +14,7 @@ from cluster_helpers import ECHO, FLIGHTS
 
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient, EnvClient, UnknownEpisodeError
-from agentrl.cluster_client import EpisodeLostError
+from agentrl.client.cluster import EpisodeLostError
 from agentrl.protocol import EpisodeEndedError
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from cluster_helpers import ECHO, ServedCluster, ServedHolders, kill_listener
 from support import free_port
 
 from agentrl.client import EnvClient
-from agentrl.cluster_client import EpisodeLostError
+from agentrl.client.cluster import EpisodeLostError
 
 pytestmark = pytest.mark.slow
 TOKEN = "doors-token"

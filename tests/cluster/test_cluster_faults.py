@@ -19,9 +19,9 @@ from cluster_helpers import ECHO, ServedCluster, answers
 from support import free_port
 
 import agentrl  # noqa: F401  (registers the env ids)
-from agentrl import cluster_client
 from agentrl.client import AsyncEnvClient, EnvClient
-from agentrl.cluster_client import ClusterUnreachableError
+from agentrl.client import cluster as cluster_client
+from agentrl.client.cluster import ClusterUnreachableError
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 5.0  # the client's timeout: what a hung holder costs a call (room for a loaded machine)

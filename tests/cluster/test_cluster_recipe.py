@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentrl.cluster_recipe import REPLAY_BATCH_CHARS, REPLAY_BATCH_S, op_name, replay_batches
+from agentrl.client.recipe import REPLAY_BATCH_CHARS, REPLAY_BATCH_S, op_name, replay_batches
 from agentrl.protocol import MAX_BATCH
 
 

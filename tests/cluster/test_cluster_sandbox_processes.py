@@ -19,7 +19,7 @@ from cluster_helpers import ServedCluster, ServedSandboxes, answers, need_docker
 
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import EnvClient
-from agentrl.cluster_client import EpisodeLostError
+from agentrl.client.cluster import EpisodeLostError
 from agentrl.sandbox_server import (
     AsyncSandboxCluster,
     SandboxCluster,

@@ -55,7 +55,7 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"cluster/holders.py": "import agentrl.protocol"}, "The cluster kit"),
         ({"cluster/names.py": "import agentrl.sandbox_server.errors"}, "The cluster kit"),
         ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
-        ({"client_steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
+        ({"client/steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
         ({"server/app.py": "import agentrl.testing"}, "Dependencies flow one way"),
         ({"registration.py": "def contract():\n    import agentrl.testing"}, "The env contract"),
         ({"cli.py": "import agentrl.testing.contract"}, "The env contract"),

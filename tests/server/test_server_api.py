@@ -215,7 +215,7 @@ def test_metrics_count_episodes_steps_and_errors(http):
 def test_client_retries_a_lost_response_without_stepping_twice(base_url, monkeypatch):
     """The network drops the first answer to each call on the channel (the create, then each step);
     the retry carries the same request_id."""
-    import agentrl.client_steps as steps
+    import agentrl.client.steps as steps
 
     real_request = steps._SyncConnection.request
     answered: list[bytes] = []

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from server_helpers import ECHO, call
 
-from agentrl.client import _url
+from agentrl.client.wire import _url
 
 
 @pytest.fixture()

@@ -11,9 +11,9 @@ import pytest
 from server_helpers import ECHO, call
 from websockets.sync.client import connect
 
-import agentrl.client_steps as steps
+import agentrl.client.steps as steps
 from agentrl.client import AsyncEnvClient, EnvClient, UnauthorizedError
-from agentrl.client_wire import _Wire
+from agentrl.client.wire import _Wire
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 

@@ -16,7 +16,7 @@ from server_helpers import ECHO, call
 from websockets.sync.client import connect
 
 from agentrl.client import AsyncEnvClient, EnvClient, UnknownEpisodeError
-from agentrl.client_steps import SyncSteps
+from agentrl.client.steps import SyncSteps
 from agentrl.protocol import Answer, read_item
 
 
@@ -90,7 +90,7 @@ class NoServer(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, NoServer())
-import agentrl.client, agentrl.client_steps, agentrl.cluster_client, agentrl.protocol
+import agentrl.client, agentrl.client.steps, agentrl.client.cluster, agentrl.protocol
 from agentrl.client import EnvClient
 
 with EnvClient(sys.argv[1]) as client:

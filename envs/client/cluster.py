@@ -28,7 +28,7 @@ reads it again at the next `REFRESH_S`. A client that has never read it tries ag
 
 The routing is written once, as a generator (`Router.route`) that yields each request it needs
 (a holder's URL or None for the discovery URL, and the `Call`, or a `Pause`) and is sent its outcome;
-the sync and async clients drive it with their own per-holder clients (`agentrl.cluster_routes`).
+the sync and async clients drive it with their own per-holder clients (`agentrl.client.cluster_routes`).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from typing import Any
 
 import httpx
 
-from agentrl.client_wire import Call, _Wire
+from agentrl.client.recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
+from agentrl.client.wire import Call, _Wire
 from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
 from agentrl.cluster.flows import ClientMap
-from agentrl.cluster_recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
 from agentrl.protocol import (
     CLUSTER_PATH,
     SEED_MAX,

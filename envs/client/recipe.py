@@ -1,6 +1,6 @@
 """What a cluster client keeps of each live episode to replay it, and how it replays its steps.
 
-`agentrl.cluster_client` records, per episode, a `Recipe`: how the episode was made and each reset
+`agentrl.client.cluster` records, per episode, a `Recipe`: how the episode was made and each reset
 and step since, with an `answer_digest` of each answer; when the episode's holder is lost, it creates the
 episode again elsewhere and replays the recipe's ops in the `replay_batches` given here, checking
 every answer against its digest. Kept apart from the routing: this is the record, that the I/O.

@@ -2,7 +2,7 @@
 
 `_Wire` describes every call (method, path, body, parser); `RetryPolicy.delay` is the one retry policy and
 `_settled` the one reading of a call's last outcome. `EnvClient` and `AsyncEnvClient` (`agentrl.client`)
-drive these with blocking I/O and with `await`, and a cluster's routing (`agentrl.cluster_client`) replays
+drive these with blocking I/O and with `await`, and a cluster's routing (`agentrl.client.cluster`) replays
 them against another holder; kept apart from the clients so that the routing is built on this core and
 not on the clients that hold it. Every call that changes an episode carries a `request_id`, so a retry
 after a lost answer never creates, steps or closes twice. Nothing here imports the server.

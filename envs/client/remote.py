@@ -1,9 +1,9 @@
-"""Clients of `agentrl serve`: `RemoteEnv` (a Gymnasium env), `EnvClient` (sync) and `AsyncEnvClient`.
+"""`RemoteEnv` (a Gymnasium env), `EnvClient` (sync) and `AsyncEnvClient`: one server or a cluster.
 
-Both clients share one core (`agentrl.client_wire`: each endpoint as a `Call`, one retry policy, one
+Both clients share one core (`agentrl.client.wire`: each endpoint as a `Call`, one retry policy, one
 reading of a call's last outcome) and differ only in how they wait: the sync client drives it with
 blocking I/O, the async client with `await`. An episode's whole life (create, reset, steps, close, fork)
-travels over a persistent WebSocket (`agentrl.client_steps`), every other call over HTTP (httpx). Every
+travels over a persistent WebSocket (`agentrl.client.steps`), every other call over HTTP (httpx). Every
 call that changes an episode carries a `request_id`, so a retry after a lost answer never creates,
 steps or closes twice. The wire format, the typed errors included, is `agentrl.protocol`'s; nothing
 here imports the server.
@@ -21,8 +21,8 @@ from typing import Any
 import gymnasium as gym
 import httpx
 
-from agentrl.client_steps import AsyncSteps, SyncSteps
-from agentrl.client_wire import (
+from agentrl.client.steps import AsyncSteps, SyncSteps
+from agentrl.client.wire import (
     Call,
     RetryPolicy,
     T,
@@ -72,7 +72,7 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
     Safe to share between threads: each thread stepping at the same time gets a connection.
     `base_url` is one server's URL, or a cluster's discovery URL (`http://host:port/v1/cluster`):
     then every call goes to the holder of its episode and a lost holder's episodes are replayed
-    (`agentrl.cluster_client`; `cluster.stats` counts the replays). Its endpoint methods are
+    (`agentrl.client.cluster`; `cluster.stats` counts the replays). Its endpoint methods are
     `AsyncEnvClient`'s, method by method, over the same `_Wire` calls.
     """
 
@@ -83,7 +83,7 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
         self.client_key = client_key or new_client_key()
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
-            from agentrl.cluster_routes import SyncRoutes
+            from agentrl.client.cluster_routes import SyncRoutes
 
             holder_retry = _holder_retry(self.retry)
             self.cluster = SyncRoutes(base_url, lambda url: EnvClient(
@@ -174,7 +174,7 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
     """Asynchronous client for rollout workers: one coroutine per episode is the intended use.
 
     Episodes' calls (create, reset, step, close, fork) travel over one WebSocket, coalesced (see
-    `agentrl.client_steps`); other calls go over
+    `agentrl.client.steps`); other calls go over
     one pooled `httpx.AsyncClient`, through aiohttp's connection pool when `httpx-aiohttp` is
     installed (httpx's own pool slows down as busy connections grow, encode/httpx#3215).
     Use one client per event loop. `base_url` is one server's URL or a cluster's discovery URL,
@@ -188,7 +188,7 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
         self.client_key = client_key or new_client_key()
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
-            from agentrl.cluster_routes import AsyncRoutes
+            from agentrl.client.cluster_routes import AsyncRoutes
 
             holder_retry = _holder_retry(self.retry)
             self.cluster = AsyncRoutes(base_url, lambda url: AsyncEnvClient(

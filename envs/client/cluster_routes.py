@@ -1,4 +1,4 @@
-"""The drivers of a cluster client's routing (`agentrl.cluster_client.Router`): each sends the requests
+"""The drivers of a cluster client's routing (`agentrl.client.cluster.Router`): each sends the requests
 the router yields over a client per holder, blocking (`SyncRoutes`) or awaiting (`AsyncRoutes`), and
 sends the router their outcomes (`agentrl.cluster.flows.drive`, as the sandbox cluster client's)."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from agentrl.client_wire import Call
+from agentrl.client.cluster import Pause, ReplayStats, Request, Router
+from agentrl.client.wire import Call
 from agentrl.cluster.flows import drive, drive_async
-from agentrl.cluster_client import Pause, ReplayStats, Request, Router
 from agentrl.protocol import CLUSTER_PATH, ServerError
 
 _CAUGHT = (ServerError, httpx.TransportError)  # outcomes the router judges: a holder gone is replayed
