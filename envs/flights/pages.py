@@ -48,12 +48,13 @@ class _File(ctypes.Structure):
 
     _fields_ = [("pMethods", ctypes.POINTER(_IoMethods))]
 _NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def _bind_sqlite() -> Any:
-    """The SQLite library of the `sqlite3` module, with the two calls used here typed; None if
-    they cannot be reached or if a connection's handle, read from the Connection object, does not
-    answer as that connection does."""
+    """The SQLite library of the `sqlite3` module, with the calls used here typed (and the C
+    library's `mmap` and `munmap` beside them); None if they cannot be reached or if a connection's
+    handle, read from the Connection object, does not answer as that connection does."""
     if sys.implementation.name != "cpython" or not hasattr(os, "memfd_create"):
         return None
     try:
@@ -70,6 +71,15 @@ def _bind_sqlite() -> Any:
     if lib.sqlite3_libversion_number() != sqlite3.sqlite_version_info[0] * 1_000_000 + \
             sqlite3.sqlite_version_info[1] * 1000 + sqlite3.sqlite_version_info[2]:
         return None  # another copy of SQLite than the module's: its handles are not ours
+    try:  # the C library's mmap: Python's mmap object keeps a descriptor per mapping, one per episode
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return None
+    lib.mmap, lib.munmap = libc.mmap, libc.munmap
     probe = sqlite3.connect(":memory:")
     probe.execute("CREATE TABLE probe (x)")
     probe.executemany("INSERT INTO probe VALUES (?)", [(i,) for i in range(37)])
@@ -133,26 +143,25 @@ class EpisodeConnection(sqlite3.Connection):
     first, so that SQLite never writes to a mapping that is gone.
     """
 
-    _mapping: mmap.mmap | None = None
-    _address: ctypes.c_char | None = None
-    _capacity = 0
+    _mapping: tuple[int, int] | None = None  # (address, length)
 
     def map_pages(self, fd: int, size: int) -> None:
         """The main database becomes a private (copy-on-write) mapping of `fd`'s first `size` bytes,
         with `SPARE` bytes of room to grow."""
-        mapping = mmap.mmap(fd, size + SPARE, flags=mmap.MAP_PRIVATE | _NORESERVE,
-                            prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        address = ctypes.c_char.from_buffer(mapping)
+        length = size + SPARE
+        address = _SQLITE.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | _NORESERVE,
+                               fd, 0)
+        if address in (None, _MAP_FAILED):
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"mapping a world's pages failed: {os.strerror(errno)}")
         if self.in_transaction:
             self.rollback()
-        rc = _SQLITE.sqlite3_deserialize(_handle(self), b"main", ctypes.addressof(address), size,
-                                         size + SPARE, _BORROW)
+        rc = _SQLITE.sqlite3_deserialize(_handle(self), b"main", address, size, length, _BORROW)
         if rc != 0:
-            del address
-            mapping.close()
+            _SQLITE.munmap(address, length)
             raise sqlite3.OperationalError(f"sqlite3_deserialize failed with code {rc}")
         self._release()
-        self._mapping, self._address, self._capacity = mapping, address, size + SPARE
+        self._mapping = (address, length)
         # a new database has SQLite's defaults again: pages copied into the page cache as they are read
         self.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
 
@@ -164,7 +173,7 @@ class EpisodeConnection(sqlite3.Connection):
     def keep_room(self) -> None:
         """Move a mapped database that has filled half its spare room to a private, growable copy
         (only an unusually long episode gets there); memdb cannot grow a mapping."""
-        if self._mapping is not None and self.size() > self._capacity - SPARE // 2:
+        if self._mapping is not None and self.size() > self._mapping[1] - SPARE // 2:
             self.deserialize(self.serialize())
 
     def size(self) -> int:
@@ -194,6 +203,6 @@ class EpisodeConnection(sqlite3.Connection):
             self.close()
 
     def _release(self) -> None:
-        mapping, self._mapping, self._address = self._mapping, None, None
+        mapping, self._mapping = self._mapping, None
         if mapping is not None:
-            mapping.close()
+            _SQLITE.munmap(*mapping)
