@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy.orm import Session
 
-from agentrl.flights.changes import ChangeLog, RowChanges
+from agentrl.flights.changes import NO_CHANGE, ChangeLog, RowChanges
 from agentrl.flights.pages import EpisodeConnection
 from agentrl.flights.world import new_engine
 
@@ -43,8 +43,10 @@ class EpisodeDatabase:
         }
 
     def _state_change(self) -> RowChanges:
-        self._raw.keep_room()  # once a step: a step's writes fill a few pages of the spare room at most
-        return self._changes.take(self._raw)
+        changes = self._changes.take(self._raw)
+        if changes is not NO_CHANGE:  # a step that wrote: its writes fill a few pages of the room at most
+            self._raw.keep_room()
+        return changes
 
     def _open_database(self) -> None:
         """The episode's own in-memory database: its engine, raw connection and ORM session."""
