@@ -12,7 +12,8 @@ module itself links, with the `sqlite3 *` handle the Connection object holds. Wi
 SQLite also reads pages in place (memdb's xFetch) instead of copying each one it reads into its page
 cache.
 
-The mapping is `SPARE` bytes longer than the image (an untouched tail costs nothing), room for the
+The mapping is `SPARE` bytes longer than the image (an untouched tail costs nothing: the file has a
+hole there, and a page of it takes memory once some episode of the world writes there), room for the
 episode's own rows; an episode that fills half of it is moved to a private copy of its database
 (`EpisodeConnection.keep_room`), which grows as before. Where any part is missing (no memfd, another
 Python, a SQLite without the symbols or whose handle does not answer as the module's does), episodes
@@ -33,6 +34,9 @@ MMAP_SIZE = 1 << 30  # past any world's size: every page is read in place
 # `sqlite3_deserialize` flags 0: memdb neither copies nor frees nor grows the buffer it is given
 _BORROW = 0
 _FCNTL_FILE_POINTER = 7  # SQLITE_FCNTL_FILE_POINTER: the database's `sqlite3_file *`
+_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MADV_POPULATE_READ = 22
 
 
 class _IoMethods(ctypes.Structure):
@@ -47,9 +51,6 @@ class _File(ctypes.Structure):
     """`sqlite3_file`: its methods come first."""
 
     _fields_ = [("pMethods", ctypes.POINTER(_IoMethods))]
-_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
-_MAP_FAILED = ctypes.c_void_p(-1).value
-_MADV_POPULATE_READ = 22
 
 
 def _bind_sqlite() -> Any:
@@ -111,7 +112,9 @@ class WorldPages:
         self._image: bytes | None = image
         if SHARING:
             self._fd = os.memfd_create("agentrl-flights-world", os.MFD_CLOEXEC)
-            os.write(self._fd, image)
+            view = memoryview(image)
+            while view:
+                view = view[os.write(self._fd, view):]
             os.ftruncate(self._fd, self.size + SPARE)  # a hole: no memory until an episode writes
             self._image = None
 
