@@ -36,7 +36,7 @@ _BORROW = 0
 _FCNTL_FILE_POINTER = 7  # SQLITE_FCNTL_FILE_POINTER: the database's `sqlite3_file *`
 _NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 _MAP_FAILED = ctypes.c_void_p(-1).value
-_MADV_POPULATE_READ = 22
+
 
 
 class _IoMethods(ctypes.Structure):
@@ -79,10 +79,9 @@ def _bind_sqlite() -> Any:
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                               ctypes.c_long]
         libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     except (OSError, AttributeError):
         return None
-    lib.mmap, lib.munmap, lib.madvise = libc.mmap, libc.munmap, libc.madvise
+    lib.mmap, lib.munmap = libc.mmap, libc.munmap
     probe = sqlite3.connect(":memory:")
     probe.execute("CREATE TABLE probe (x)")
     probe.executemany("INSERT INTO probe VALUES (?)", [(i,) for i in range(37)])
@@ -159,9 +158,6 @@ class EpisodeConnection(sqlite3.Connection):
         if address in (None, _MAP_FAILED):
             errno = ctypes.get_errno()
             raise OSError(errno, f"mapping a world's pages failed: {os.strerror(errno)}")
-        # the image's page-table entries in one call (Linux 5.14+; a hint elsewhere): reading them
-        # shares the world's pages, and steps then take no page fault but on a first write
-        _SQLITE.madvise(address, size, _MADV_POPULATE_READ)
         if self.in_transaction:
             self.rollback()
         rc = _SQLITE.sqlite3_deserialize(_handle(self), b"main", address, size, length, _BORROW)
