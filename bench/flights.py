@@ -17,16 +17,29 @@ slow) is measured once more on worlds not seen yet, and past it again ends the r
     python bench/flights.py                  # 1-day and 30-day schedules
     python bench/flights.py --days 1 --episodes 200
     python bench/flights.py --quick          # CI: 1 day, the guard
+    python bench/flights.py --memory         # memory per 1,000 live episodes (1-day worlds)
+
+Memory (`--memory`): 1,000 live episodes, an env each (as a server holds them), each reset and 2
+oracle steps in, in a fresh process per row: a GRPO rollout's shape (125 seeds, 8 episodes each), the
+same in the moving world, and 1,000 seeds of one episode each (as `bench/cluster.py`'s memory row).
+Per 1,000 episodes: the process's RSS growth, and the memory the episodes hold: its anonymous memory
+(RssAnon: Python, SQLite's heap, the pages episodes copied on write) plus the worlds' page files
+(memfd, `pages.py`), each counted once. RSS counts a world's page once for every episode that has
+read it, so it overstates shared pages; PSS leaves out the pages no episode has read yet.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 from measuring import FixedWork
@@ -131,6 +144,68 @@ def measure(
     }
 
 
+MEMORY_ROWS = {  # name: (seeds, episodes per seed, stochastic)
+    "rollout: 125 seeds x 8": (125, 8, False),
+    "rollout, moving world: 125 seeds x 8": (125, 8, True),
+    "1,000 seeds x 1": (1000, 1, False),
+}
+
+
+def _memory_kib() -> dict[str, int]:
+    """This process's RSS, and its anonymous memory plus the world page files it holds, KiB."""
+    lines = Path("/proc/self/status").read_text().splitlines()
+    wanted = ("VmRSS:", "RssAnon:")
+    status = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(wanted)}
+    files = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if "agentrl-flights-world" in os.readlink(fd):
+                files += os.fstat(int(fd.name)).st_blocks * 512 // 1024
+        except OSError:  # the listing's own descriptor, gone by now
+            continue
+    return {"rss": status["VmRSS"], "held": status["RssAnon"] + files}
+
+
+def memory_row(name: str, steps: int = 2) -> dict[str, float]:
+    """One `MEMORY_ROWS` row in this process: MB of RSS and PSS per 1,000 live episodes."""
+    seeds, per_seed, stochastic = MEMORY_ROWS[name]
+    warm = gym.make("agentrl/Flights-v0", stochastic=stochastic).unwrapped
+    warm.reset(seed=99_999)  # modules, statements and one world loaded before the baseline
+    gc.collect()
+    before = _memory_kib()
+    envs = []
+    for n in range(seeds * per_seed):
+        env = gym.make("agentrl/Flights-v0", stochastic=stochastic).unwrapped
+        observation, info = env.reset(seed=n // per_seed)
+        policy = OraclePolicy()
+        for _ in range(steps):
+            observation, _r, terminated, truncated, info = env.step(policy(observation, info))
+            if terminated or truncated:
+                break
+        envs.append(env)
+    gc.collect()
+    after = _memory_kib()
+    per_k = 1000 / len(envs) / 1024
+    grown = {kind: (after[kind] - before[kind]) * per_k for kind in after}
+    return {"rss_mb": grown["rss"], "held_mb": grown["held"], "idle_mb": before["rss"] / 1024}
+
+
+def memory_table() -> Table:
+    """Each `MEMORY_ROWS` row in a fresh process, with the load average around it."""
+    table = Table(title="Flights-v0 memory per 1,000 live episodes (1-day worlds, 2 oracle steps each)")
+    for col in ("episodes", "RSS before MB", "RSS MB / 1,000", "held MB / 1,000 (anon + world files)",
+                "load avg"):
+        table.add_column(col, justify="right")
+    for name in MEMORY_ROWS:
+        load = os.getloadavg()[0]
+        command = [sys.executable, __file__, "--memory-row", name]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        row = json.loads(done.stdout.splitlines()[-1])
+        table.add_row(name, f"{row['idle_mb']:.0f}", f"{row['rss_mb']:.0f}", f"{row['held_mb']:.0f}",
+                      f"{load:.1f} to {os.getloadavg()[0]:.1f}")
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, nargs="+", default=[1, 30])
@@ -138,7 +213,17 @@ def main() -> None:
     parser.add_argument("--worlds", type=int, default=20, help="seeds (worlds) the episodes cycle over")
     parser.add_argument("--baseline-reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1 day, 60 episodes, 10 worlds (CI)")
+    parser.add_argument("--memory", action="store_true", help="memory per 1,000 live episodes, not speed")
+    parser.add_argument("--memory-row", choices=list(MEMORY_ROWS), help=argparse.SUPPRESS)  # one row, JSON
     args = parser.parse_args()
+    if args.memory_row:
+        print(json.dumps(memory_row(args.memory_row)))
+        return
+    if args.memory:
+        Console().print(memory_table())
+        Console().print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+                        f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+        return
     if args.quick:
         args.days, args.episodes, args.worlds, args.baseline_reps = [1], 60, 10, 1
     work = FixedWork()

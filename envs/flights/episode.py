@@ -9,12 +9,12 @@ is the rows it inserted, updated or deleted (see `changes.py`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, ClassVar
 
 from sqlalchemy.orm import Session
 
-from agentrl.flights.changes import ChangeLog, RowChanges
+from agentrl.flights.changes import NO_CHANGE, ChangeLog, RowChanges
+from agentrl.flights.pages import EpisodeConnection
 from agentrl.flights.world import new_engine
 
 
@@ -23,7 +23,7 @@ class EpisodeDatabase:
 
     fork_by_copy: ClassVar[bool] = True
     fork_shared: ClassVar[frozenset[str]] = frozenset({"world", "task", "_engine", "_raw", "session"})
-    _raw: sqlite3.Connection
+    _raw: EpisodeConnection
     _changes: ChangeLog
 
     def _begin(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -43,7 +43,10 @@ class EpisodeDatabase:
         }
 
     def _state_change(self) -> RowChanges:
-        return self._changes.take(self._raw)
+        changes = self._changes.take(self._raw)
+        if changes is not NO_CHANGE:  # a step that wrote: its writes fill a few pages of the room at most
+            self._raw.keep_room()
+        return changes
 
     def _open_database(self) -> None:
         """The episode's own in-memory database: its engine, raw connection and ORM session."""

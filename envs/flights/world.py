@@ -10,8 +10,9 @@ often (see `tasks.py`), where a route of four flights a day gave it away at the 
 pair a world keeps the rows (and so the cost of each episode's copy) about what four thinly flown
 pairs had. It is generated once into plain
 rows, loaded into an in-memory SQLite *template* with raw `executemany`, and kept in an LRU
-cache; every episode then gets its own in-memory database as a page copy, no SQL replayed:
-`deserialize` of the template's image where Python has it (3.11+), SQLite's backup API elsewhere.
+cache as its image; every episode's in-memory database is then a copy-on-write mapping of that
+image, no SQL replayed, the world's pages held once for all its episodes (`pages.py`), or where
+that cannot be done a page copy (`deserialize`; SQLite's backup API before Python 3.11).
 
 Past 500 lines on purpose: generation and the template load share one row layout, kept in one
 place so that a change to a table changes both.
@@ -49,6 +50,7 @@ from agentrl.flights.geography import (
     PASSENGER_IDS,
     SPLIT_NAMES,
 )
+from agentrl.flights.pages import EpisodeConnection, WorldPages
 
 START_DATE = date(2026, 3, 2)
 CABINS = ("economy", "business")
@@ -143,13 +145,21 @@ class World:
     occupied_rows: list[tuple[int, str, str, str, str, str | None]] = field(default_factory=list)
     flights: dict[int, dict[str, Any]] = field(default_factory=dict)
     fares: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    # the seats taken per flight while customers are generated (`free_seats`); dropped once the
+    # world is cached: a set per flight was a fifth of a cached world's memory, and only
+    # generation reads it (task generation reads `free_counts`)
     occupied: dict[int, set[str]] = field(default_factory=dict)
     by_route: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     # free seats per (flight, cabin) and position in the template (what task generation reads)
     free_counts: dict[tuple[int, str], dict[str, int]] = field(default_factory=dict)
     template: sqlite3.Connection | None = None
-    # the template's pages as bytes: immutable, so copies need no lock
-    image: bytes | None = None
+    # the template's pages, held once: immutable, so episodes map or copy them with no lock
+    pages: WorldPages | None = None
+
+    @property
+    def image(self) -> bytes | None:
+        """The template database's image (what `Connection.deserialize` takes), once cached."""
+        return None if self.pages is None else self.pages.image()
 
     @property
     def key(self) -> tuple[str, int, int, int]:
@@ -256,6 +266,18 @@ class World:
         return [tuple(row[c] for c in columns) for row in self.rows[table]]
 
 
+# the tables every world has alike (airports, carriers, seat maps): read-only, held once
+_FIXED_ROWS: dict[str, list[dict[str, Any]]] = {
+    "airports": [dict(code=c, name=n, city=city, country=k) for c, n, city, k in AIRPORTS],
+    "carriers": [dict(code=c, name=n) for c, n in CARRIERS],
+    "aircraft_seats": [
+        dict(aircraft=a, seat_no=s, row=r, letter=ltr, cabin=c, position=p)
+        for a, seats in SEAT_MAPS.items()
+        for s, r, ltr, c, p in seats
+    ],
+}
+
+
 def generate_world(split: str, index: int, days: int, variant: int = 0) -> World:
     """All rows of a world, from its key alone (numpy's PCG64, so stable across platforms).
 
@@ -272,13 +294,7 @@ def generate_world(split: str, index: int, days: int, variant: int = 0) -> World
     chosen = sorted(int(i) for i in rng.choice(len(pool), size=PAIRS_PER_WORLD, replace=False))
     pairs = tuple(pool[i] for i in chosen)
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in m.Base.metadata.tables}
-    rows["airports"] = [dict(code=c, name=n, city=city, country=k) for c, n, city, k in AIRPORTS]
-    rows["carriers"] = [dict(code=c, name=n) for c, n in CARRIERS]
-    rows["aircraft_seats"] = [
-        dict(aircraft=a, seat_no=s, row=r, letter=ltr, cabin=c, position=p)
-        for a, seats in SEAT_MAPS.items()
-        for s, r, ltr, c, p in seats
-    ]
+    rows.update(_FIXED_ROWS)  # the same in every world: one list each, shared
     world = World(split, index, days, variant, start, now.strftime("%Y-%m-%d %H:%M"), pairs, rows)
     _add_flights(world, rng, _schedule(pairs, split, rng))
     _add_customers(world, rng)
@@ -469,8 +485,13 @@ def _add_customers(world: World, rng: np.random.Generator) -> None:
 
 # --- databases ---------------------------------------------------------------------------------
 def new_engine() -> Any:
-    """An engine bound to one private in-memory SQLite connection (the episode's database)."""
-    return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+    """An engine bound to one private in-memory SQLite connection (the episode's database), which
+    can map a world's pages (`pages.EpisodeConnection`)."""
+    return create_engine(
+        "sqlite://",
+        poolclass=StaticPool,
+        connect_args={"check_same_thread": False, "factory": EpisodeConnection},
+    )
 
 
 _DIALECT = sqlite.dialect()
@@ -539,8 +560,9 @@ class WorldCache:
         world = generate_world(split, index, days, variant)
         template = build_template(world)
         world.presold, world.occupied_rows = [], []  # in the template now
+        world.occupied = {}  # generation's own
         if hasattr(template, "serialize"):
-            world.image = template.serialize()
+            world.pages = WorldPages(template.serialize())
             template.close()
         else:
             world.template = template
@@ -551,9 +573,10 @@ class WorldCache:
         return world
 
     def copy_into(self, world: World, target: sqlite3.Connection) -> None:
-        """Overwrite `target` with the world's template, all pages at once."""
-        if world.image is not None:
-            target.deserialize(world.image)  # ~7x faster than backup() on a 30-day world
+        """Overwrite `target` with the world's template, all pages at once: a mapping of them for an
+        `EpisodeConnection` that can, else a copy."""
+        if world.pages is not None:
+            world.pages.load_into(target)  # a copy is ~7x faster than backup() on a 30-day world
             return
         assert world.template is not None
         with self._lock:
