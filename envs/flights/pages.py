@@ -62,7 +62,7 @@ def _bind_sqlite() -> Any:
     try:
         import _sqlite3
 
-        lib = ctypes.CDLL(_sqlite3.__file__)
+        lib: Any = ctypes.CDLL(_sqlite3.__file__)  # gains the C library's mmap and munmap below
         lib.sqlite3_deserialize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
                                             ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
         lib.sqlite3_total_changes.argtypes = [ctypes.c_void_p]
