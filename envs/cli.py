@@ -14,7 +14,7 @@ from importlib import import_module
 CLI_MODULES = (
     "agentrl.demo",
     "agentrl.server.cli",
-    "agentrl.server.cluster_cli",
+    "agentrl.server.cluster.cli",
     "agentrl.sandbox_server.cli",
     "agentrl.retrievers.cli",
 )

@@ -91,7 +91,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"agentrl serve: {exc}")
         return 2
     if args.ray:
-        from agentrl.server.ray_pool import run_ray
+        from agentrl.server.cluster.ray_pool import run_ray
 
         holders = args.processes or 1
         print(f"agentrl cluster of {holders} Ray actors at http://{config.host}:{config.port} "
@@ -100,7 +100,7 @@ def serve(args: argparse.Namespace) -> int:
                 sandboxes=args.ray_sandboxes)
         return 0
     if args.processes is not None:
-        from agentrl.server.processes import run_processes
+        from agentrl.server.cluster.processes import run_processes
 
         print(f"agentrl cluster of {args.processes} processes at http://{config.host}:{config.port} "
               "(holders at /v1/cluster)", flush=True)

@@ -9,9 +9,9 @@ from cluster_helpers import ECHO
 from support import AppServer
 
 from agentrl.client import EnvClient
+from agentrl.server.cluster.pool import StaticPool, cluster_app
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
-from agentrl.server.pool import StaticPool, cluster_app
 
 
 def test_static_holders_are_listed_watched_and_used():

@@ -1,7 +1,7 @@
 """`agentrl serve --processes N`: N server processes on one machine, one per core.
 
 Each child runs `agentrl serve` unchanged on its own loopback port under its own holder name; the
-parent serves the cluster's address (`agentrl.server.pool.cluster_app`) and supervises them. A child
+parent serves the cluster's address (`agentrl.server.cluster.pool.cluster_app`) and supervises them. A child
 that exits is reported and started again on its port under its name (at most `MAX_RESTARTS` times),
 so a client finds it where it was, without the episodes it held (the client replays those). The
 children die with the parent however it ends: each asks the kernel for SIGKILL when its parent
@@ -16,8 +16,8 @@ from dataclasses import replace
 
 from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
 from agentrl.protocol import HolderInfo, dumps
+from agentrl.server.cluster.pool import holder_environment, pool_settings
 from agentrl.server.config import ServerConfig
-from agentrl.server.pool import holder_environment, pool_settings
 
 STOP_TIMEOUT_S = 15.0
 __all__ = ["MAX_RESTARTS", "ProcessPool", "run_processes", "serve_args"]
@@ -63,7 +63,7 @@ def run_processes(config: ServerConfig, processes: int, log_level: str = "warnin
     """Serve the cluster's address in the foreground with `processes` holders until SIGINT/SIGTERM."""
     import uvicorn
 
-    from agentrl.server.pool import cluster_app
+    from agentrl.server.cluster.pool import cluster_app
 
     config.check()
     pool = ProcessPool(config, log_level)

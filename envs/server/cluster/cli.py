@@ -54,8 +54,8 @@ def _holder(text: str) -> tuple[str, str]:
 def serve_static(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from agentrl.server.cluster.pool import StaticPool, cluster_app
     from agentrl.server.config import ServerConfig
-    from agentrl.server.pool import StaticPool, cluster_app
 
     config = ServerConfig(host=args.host, port=args.port, token=args.token)
     try:

@@ -9,8 +9,8 @@ map, create on a holder, send every call naming an episode to the holder its id 
 
 The holders' table, states and health watcher are the cluster kit's (`agentrl.cluster.holders`,
 shared with the sandbox server); `HolderPool` here is that pool for env servers (their map entries,
-tokens and task-id key), which `agentrl.server.processes` runs as child processes,
-`agentrl.server.ray_pool` as Ray actors, and `StaticPool` only watches.
+tokens and task-id key), which `agentrl.server.cluster.processes` runs as child processes,
+`agentrl.server.cluster.ray_pool` as Ray actors, and `StaticPool` only watches.
 """
 
 from __future__ import annotations

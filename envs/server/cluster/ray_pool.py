@@ -3,13 +3,13 @@
 Each holder is a named Ray actor (`agentrl-holder-<n>` in the `agentrl` namespace: Ray's registry
 is where it is registered) that runs the unchanged server app on a port of its own node, bound to
 the node's address as Ray knows it, and answers its URL. The process running `agentrl serve --ray`
-is a Ray driver serving the cluster's address (`agentrl.server.pool.cluster_app`): a client outside
+is a Ray driver serving the cluster's address (`agentrl.server.cluster.pool.cluster_app`): a client outside
 Ray finds the holders there as for `--processes`, and talks to them directly. Placement, resources
 and the actors' lifetimes are Ray's: the actors die with the driver, a holder costs `num_cpus` of
 Ray's CPUs (one by default: a server process uses one core), and `SPREAD` places them over the nodes.
 An actor that dies is reported `down` (clients replay its episodes elsewhere); `agentrl cluster add`
 starts new ones. With `--ray-sandboxes` every node also runs a sandbox server, which the Bash-v0 and
-Code-v0 episodes of that node's holders use (`agentrl.server.ray_sandboxes`).
+Code-v0 episodes of that node's holders use (`agentrl.server.cluster.ray_sandboxes`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any
 import ray
 import ray.exceptions
 
+from agentrl.server.cluster.pool import Holder, HolderPool
 from agentrl.server.config import ServerConfig, is_loopback
 from agentrl.server.local import free_port
-from agentrl.server.pool import Holder, HolderPool
 
 NAMESPACE = "agentrl"
 START_TIMEOUT_S = 180.0
@@ -42,7 +42,7 @@ class HolderActor:
         from agentrl.server.local import _uvicorn_config
 
         if sandbox_url is not None:  # Bash-v0/Code-v0 use this node's sandbox server
-            from agentrl.server.ray_sandboxes import near_env
+            from agentrl.server.cluster.ray_sandboxes import near_env
 
             config = near_env(config, sandbox_url, config.resolved_token())
         host = config.host if not is_loopback(config.host) else ray.util.get_node_ip_address()
@@ -132,10 +132,10 @@ class RayPool(HolderPool):
 def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: float,
             log_level: str = "warning", sandboxes: bool = False) -> None:
     """Serve the cluster's address in the foreground with `holders` actors until SIGINT/SIGTERM;
-    with `sandboxes`, one sandbox server per node too (`agentrl.server.ray_sandboxes`)."""
+    with `sandboxes`, one sandbox server per node too (`agentrl.server.cluster.ray_sandboxes`)."""
     import uvicorn
 
-    from agentrl.server.pool import cluster_app
+    from agentrl.server.cluster.pool import cluster_app
 
     config.check()
     # a Ray started here has no dashboard; one joined (`address`) is configured as it was started
@@ -146,7 +146,7 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
         pool = RayPool(config, log_level, num_cpus)
         if sandboxes:
             from agentrl.sandbox_server.discovery import CLUSTER_PATH
-            from agentrl.server.ray_sandboxes import SANDBOX_PATH, NodeSandboxes, add_sandbox_map
+            from agentrl.server.cluster.ray_sandboxes import SANDBOX_PATH, NodeSandboxes, add_sandbox_map
 
             node_sandboxes = pool.sandboxes = NodeSandboxes(config.resolved_token(), config.host,
                                                             log_level=log_level)
