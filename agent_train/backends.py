@@ -20,6 +20,7 @@ import inspect
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -245,9 +246,7 @@ class HFBackend(BatchingBackend):
         if self.prefix_cache is None:
             return
         cache = self.prefix_cache
-        counts: dict[tuple[int, ...], int] = {}
-        for p in prompts:
-            counts[tuple(p)] = counts.get(tuple(p), 0) + 1
+        counts = Counter(tuple(p) for p in prompts)
         shared = [list(p[:-1]) for p, count in counts.items()
                   if count > 1 and len(p) > 2 and cache.covered(list(p)) < len(p) - 1]
         if not shared:

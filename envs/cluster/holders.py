@@ -185,7 +185,9 @@ class HolderPool(Generic[InfoT]):
         finally:
             for check in checks.values():
                 check.cancel()
-            await asyncio.gather(*checks.values(), return_exceptions=True)
+            for outcome in await asyncio.gather(*checks.values(), return_exceptions=True):
+                if isinstance(outcome, Exception):  # a check that failed after the loop's last look
+                    self.log.error("a health check failed as the watch stopped", exc_info=outcome)
 
     async def _check(self, holder: Holder) -> None:
         if holder.state == "down" and not self.watches_down:

@@ -23,11 +23,14 @@ copy the image, as before: the same database, not shared (`SHARING` says which).
 from __future__ import annotations
 
 import ctypes
+import logging
 import mmap
 import os
 import sqlite3
 import sys
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SPARE = 8 << 20  # bytes of the mapping past the image: virtual until the episode writes there
 MMAP_SIZE = 1 << 30  # past any world's size: every page is read in place
@@ -53,6 +56,12 @@ class _File(ctypes.Structure):
     _fields_ = [("pMethods", ctypes.POINTER(_IoMethods))]
 
 
+def _unbound(why: str) -> None:
+    """Sharing off on a platform that should have it: said once, at import, since every episode
+    then copies its world's database (more than twice the memory per live episode)."""
+    log.warning("Flights-v0 episodes copy their world's database instead of sharing its pages: %s", why)
+
+
 def _bind_sqlite() -> Any:
     """The SQLite library of the `sqlite3` module, with the calls used here typed (and the C
     library's `mmap` and `munmap` beside them); None if they cannot be reached or if a connection's
@@ -68,26 +77,26 @@ def _bind_sqlite() -> Any:
         lib.sqlite3_total_changes.argtypes = [ctypes.c_void_p]
         lib.sqlite3_file_control.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p]
         lib.sqlite3_libversion_number.restype = ctypes.c_int
-    except (ImportError, OSError, AttributeError):
-        return None
+    except (ImportError, OSError, AttributeError) as exc:
+        return _unbound(f"SQLite's library could not be bound ({type(exc).__name__}: {exc})")
     if lib.sqlite3_libversion_number() != sqlite3.sqlite_version_info[0] * 1_000_000 + \
             sqlite3.sqlite_version_info[1] * 1000 + sqlite3.sqlite_version_info[2]:
-        return None  # another copy of SQLite than the module's: its handles are not ours
+        return _unbound("the SQLite library found is another copy than the sqlite3 module's")
     try:  # the C library's mmap: Python's mmap object keeps a descriptor per mapping, one per episode
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                               ctypes.c_long]
         libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    except (OSError, AttributeError):
-        return None
+    except (OSError, AttributeError) as exc:
+        return _unbound(f"the C library's mmap could not be bound ({type(exc).__name__}: {exc})")
     lib.mmap, lib.munmap = libc.mmap, libc.munmap
     probe = sqlite3.connect(":memory:")
     probe.execute("CREATE TABLE probe (x)")
     probe.executemany("INSERT INTO probe VALUES (?)", [(i,) for i in range(37)])
     matches = lib.sqlite3_total_changes(_handle(probe)) == probe.total_changes == 37
     probe.close()
-    return lib if matches else None
+    return lib if matches else _unbound("a connection's handle read from its object does not answer as it")
 
 
 def _handle(conn: sqlite3.Connection) -> int:
