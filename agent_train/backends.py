@@ -315,14 +315,16 @@ class HFBackend(BatchingBackend):
                     **self._last_logits_only,
                 )
                 cache = getattr(out, self._cache_arg)
-                logp = self.next_token_logprobs(out.logits[:, -1]).cpu()
+                logp = self.next_token_logprobs(out.logits[:, -1])
                 # inverse-CDF sampling with one uniform in (0, 1] per row, from that row's generator;
-                # u > 0 never lands on a zero-probability token
+                # u > 0 never lands on a zero-probability token. Drawn where the logits are: on a GPU
+                # only each row's token and its logprob cross to the host, not a vocab-wide row each
                 u = 1.0 - torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
                 cdf = logp.exp().cumsum(-1)
-                token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
+                drawn = torch.searchsorted(cdf, (u.to(cdf.device) * cdf[:, -1])[:, None])
+                token = drawn.squeeze(1).cpu()
                 new[:, t] = torch.where(done, self.pad_id, token)
-                logprobs[:, t] = logp.gather(1, token[:, None]).squeeze(1)
+                logprobs[:, t] = logp.gather(1, drawn).squeeze(1).cpu()
                 alive = ~done  # rows whose token at t is theirs; a finished row's next inputs are masked
                 done |= torch.isin(token, stop) | (t + 1 >= limits)
                 if done.all():

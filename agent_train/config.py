@@ -61,6 +61,7 @@ class TrainConfig:
     credit_branches: int = 2  # branch: forks at each branch point
     credit_branch_points: int = 2  # branch: fork before turns 1..N of each rollout (0: every turn)
     gen_token_budget: int = 0  # stop once this many tokens were generated (forks included); 0: steps only
+    max_wall_s: float = 0.0  # stop after the step that ends past this many seconds of steps; 0: steps only
     # failures
     max_idle_steps: int = 5  # stop after this many steps in a row with no trainable sample (0: never)
     max_excluded_frac: float = 0.5  # stop when more of a step's (or an eval's) episodes are excluded

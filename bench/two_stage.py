@@ -5,6 +5,11 @@ GRPO from the SFT checkpoint, on Search-v0 or Flights-v0 (`bench/recipes.py` say
     python bench/two_stage.py --env flights --device cuda   # Flights-v0, the same model, a GPU
     python bench/two_stage.py --quick         # a tiny random model, a few episodes: the pipeline only
     python bench/two_stage.py --speed         # generation tokens/s, KV cache across turns or not
+    python bench/two_stage.py --env flights --device cuda --budget-s 480   # a job with a time limit
+
+With `--budget-s`, GRPO gets what the run has left once the last evaluation's time (the SFT
+evaluation's, times 1.25) is set aside, and stops between steps when that is spent; the figures so
+far are written after every stage, so a run stopped from outside keeps what it measured.
 
 Every evaluation runs on the test split (tasks never trained on, disjoint by construction; the task
 overlap is printed), with the same env and sampling seeds at every stage. SFT data comes from the
@@ -149,6 +154,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=4, help="tasks per GRPO step")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--grpo-lr", type=float, default=2e-6)
+    parser.add_argument("--budget-s", type=float, default=0, help="the run's wall time; 0: no limit")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None, help="default: runs/two_stage (runs/two_stage-flights)")
     parser.add_argument(
@@ -174,6 +180,7 @@ def main() -> None:
     out = Path(args.out or ("runs/two_stage" if recipe.name == "search" else f"runs/two_stage-{recipe.name}"))
     out.mkdir(parents=True, exist_ok=True)
     walls: dict[str, float] = {}
+    run_start = time.perf_counter()
 
     t = time.perf_counter()
     data = out / f"{recipe.name}_oracle.jsonl"
@@ -217,8 +224,10 @@ def main() -> None:
             }
         )
         console.print(
-            f"{name}: held-out success {stages[-1]['success']:.3f} ({len(got['successes'])} episodes)"
+            f"{name}: held-out success {stages[-1]['success']:.3f} ({len(got['successes'])} episodes, "
+            f"{walls[wall]:.0f} s)"
         )
+        write_figures(out / "two_stage.json", recipe, args, model_spec, stages, {}, walls, {})
 
     if n_base:
         stage("base", "base eval", n_base)
@@ -238,11 +247,27 @@ def main() -> None:
     stage("after SFT", "sft eval", n_eval)
 
     grpo: dict[str, Any] = {"metrics": [], "tasks": {}}
+    grpo_wall = 0.0  # no limit
+    if args.budget_s:
+        left = args.budget_s - (time.perf_counter() - run_start)
+        grpo_wall = left - 1.25 * walls["sft eval"]
+        console.print(f"budget: {left:.0f} s left, {max(grpo_wall, 0):.0f} s of it for GRPO")
+        if grpo_wall < 1:
+            steps = 0
+            console.print("budget: no time left for GRPO; the run ends after SFT")
     if steps:  # --grpo-steps 0: base and SFT only (GRPO from the checkpoint later, by agent-train)
         t = time.perf_counter()
-        grpo = train(dataclasses.replace(cfg, eval_seeds=0), policy=policy, tokenizer=tokenizer)
+        grpo = train(
+            dataclasses.replace(cfg, steps=steps, eval_seeds=0, max_wall_s=grpo_wall),
+            policy=policy,
+            tokenizer=tokenizer,
+        )
         walls["grpo"] = time.perf_counter() - t
-        stage("after GRPO", "grpo eval", n_eval)
+        stage(
+            f"after GRPO ({grpo['steps']} steps)" if grpo["steps"] < steps else "after GRPO",
+            "grpo eval",
+            n_eval,
+        )
 
     held_out = {i for s in stages for i in s["task_ids"]}
     table = Table(
@@ -273,7 +298,8 @@ def main() -> None:
         console.print(by_family)
     console.print(
         f"SFT: {counts['written']} oracle episodes of {n_sft} train seeds, {sft_cfg.epochs} epochs, "
-        f"lr {sft_cfg.lr} | GRPO: {steps} steps x {args.groups} tasks x {args.group_size}, lr {cfg.lr} | "
+        f"lr {sft_cfg.lr} | GRPO: {grpo.get('steps', 0)} of {steps} steps x {args.groups} tasks x "
+        f"{args.group_size}, lr {cfg.lr} | "
         f"held-out task ids: {len(held_out)}, GRPO's: {grpo.get('tasks', {})} | wall: "
         + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items())
     )
@@ -283,6 +309,21 @@ def main() -> None:
     )
     png = out / "two_stage.png"
     plot(png, [(s["name"], s["success"]) for s in stages], sft_result["metrics"], grpo["metrics"])
+    write_figures(out / "two_stage.json", recipe, args, model_spec, stages, per_family, walls, grpo)
+    console.print(f"curves: {png}")
+
+
+def write_figures(
+    path: Path,
+    recipe: Recipe,
+    args: argparse.Namespace,
+    model_spec: str,
+    stages: list[dict[str, Any]],
+    per_family: dict[str, dict[str, float]],
+    walls: dict[str, float],
+    grpo: dict[str, Any],
+) -> None:
+    """The run's figures so far (after every stage, and complete at the end)."""
     summary = {
         "env": recipe.env,
         "env_kwargs": recipe.env_kwargs,
@@ -292,10 +333,11 @@ def main() -> None:
         "stages": [{k: s[k] for k in ("name", "success", "n")} for s in stages],
         "per_family": per_family,
         "walls": walls,
+        "grpo_steps": grpo.get("steps", 0),
+        "grpo_metrics": grpo.get("metrics", []),
         "tasks": grpo.get("tasks", {}),
     }
-    (out / "two_stage.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"curves: {png}")
+    path.write_text(json.dumps(summary, indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -104,3 +104,21 @@ def test_a_template_that_drifts_every_episode_stops_the_run(tmp_path, smollm2_to
             backend=backend,
             log=lambda *_: None,
         )
+
+
+def test_a_wall_budget_stops_after_the_step_that_spent_it_and_keeps_the_last_eval(
+    tmp_path, toy_model, toy_tokenizer
+):
+    """`max_wall_s`: a job with a time limit stops between steps, not inside one, and still gets
+    its held-out evaluation and a checkpoint named by the steps it took."""
+    logged: list[str] = []
+    result = train(
+        config(tmp_path, steps=50, max_wall_s=1e-6, eval_seeds=4, eval_k=1, max_idle_steps=0),
+        policy=toy_model,
+        tokenizer=toy_tokenizer,
+        log=logged.append,
+    )
+    assert result["steps"] == 1 and len([r for r in result["metrics"] if "reward_mean" in r]) == 1
+    assert "eval_success" in result["eval_after"]
+    assert result["checkpoint"].endswith("checkpoint-1")
+    assert any("1 of 50 steps" in line and "--max-wall-s" in line for line in logged)
