@@ -13,12 +13,19 @@ comes from client processes on the same cores, as rollout workers on the machine
 for the one server and `AsyncSandboxCluster` for the two, which sends each call straight to its
 sandbox's server). Each row records the load average. Loopback only; needs a Docker engine and the
 sandbox image (`bash docker/engine.sh`).
+
+Where the CPU went: every row's window is also accounted by who used the machine's cores (the
+client processes, the sandbox server's processes, the agents in the containers, Docker's engine,
+anything else), in CPU milliseconds per exec, with how busy the cores were. When the cores are
+saturated at one process, a second process has no core to run on, and the table's bound says what
+the same execs would reach with the clients on another machine (the rollout workers' usual place).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import platform
@@ -29,6 +36,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 from rich.table import Table
 
@@ -44,7 +52,8 @@ START_TIMEOUT_S = bench_processes.START_TIMEOUT_S
 
 @contextmanager
 def served(processes: int, max_sandboxes: int):
-    """`agentrl sandbox serve` (one process) or `--processes N` on a free loopback port; yields its URL."""
+    """`agentrl sandbox serve` (one process) or `--processes N` on a free loopback port; yields its URL
+    and the pid of the process started (its holders are that process's children)."""
     port = free_port("127.0.0.1")
     args = [sys.executable, "-m", "agentrl", "sandbox", "serve", "--port", str(port), "--pool-size", "2",
             "--max-sandboxes", str(max_sandboxes)]
@@ -52,8 +61,9 @@ def served(processes: int, max_sandboxes: int):
         args += ["--processes", str(processes)]
     url = f"http://127.0.0.1:{port}"
     ready_url = url if processes == 1 else f"{url}/v1/cluster"
-    with bench_processes.started(args, lambda: bench_processes.answers(ready_url), stop_timeout_s=120):
-        yield url
+    ready = lambda: bench_processes.answers(ready_url)  # noqa: E731
+    with bench_processes.started(args, ready, stop_timeout_s=120) as proc:
+        yield url, proc.pid
 
 
 async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any,
@@ -76,21 +86,56 @@ async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready:
             latencies.append(time.perf_counter() - began)
             assert result.stdout == "hi\n", result
 
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     await asyncio.gather(*(loop(s) for s in made))
-    elapsed = time.perf_counter() - began
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     await asyncio.gather(*(s.aclose() for s in made))
     await client.aclose()
-    return {"execs": len(latencies), "elapsed": elapsed, "latencies": latencies}
+    return {"execs": len(latencies), "elapsed": elapsed, "latencies": latencies, "cpu_s": cpu}
+
+
+ENGINE = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc", "docker-init")
+
+
+def _cpu_by_part(server_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the sandbox server's processes, the processes in
+    the containers (the agents and what they run), Docker's engine, and the whole machine (busy
+    time of all cores)."""
+    def used(proc: psutil.Process, reaped: bool = True) -> float:
+        """Its own CPU time, and (`reaped`) that of its children that exited and were waited for
+        (an exec's short-lived processes), so that a process gone within the window still counts."""
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:  # gone between the listing and the read: its parent's reaped time has it
+            return 0.0
+        return t.user + t.system + (t.children_user + t.children_system if reaped else 0.0)
+
+    server = psutil.Process(server_pid)
+    parts = {"servers": used(server) + sum(used(c) for c in server.children(recursive=True)),
+             "agents": 0.0, "engine": 0.0}
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] in ENGINE:
+            shim = proc.info["name"].startswith("containerd-shim")
+            parts["engine"] += used(proc, reaped=not shim)
+            if shim:  # what runs in its container, the container's exited processes included
+                parts["agents"] += used(proc) - used(proc, reaped=False)
+                with contextlib.suppress(psutil.Error):  # a shim gone with its container: nothing to count
+                    parts["agents"] += sum(used(c) for c in proc.children(recursive=True))
+    t = psutil.cpu_times()  # busy: what /proc/stat counts as neither idle nor waiting (guest is in user)
+    busy = ("user", "nice", "system", "irq", "softirq", "steal")
+    parts["machine"] = sum(getattr(t, k, 0.0) for k in busy)
+    return parts
 
 
 def _client(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any, go: Any, out: Any) -> None:
     out.put(asyncio.run(_drive(url, cluster, sandboxes, seconds, ready, go)))
 
 
-def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float) -> tuple[float, list[float]]:
-    """Execs/s of `sandboxes` sandboxes driven by up to one client process per core, and the
-    latencies (s) of every exec."""
+def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float,
+                server_pid: int) -> tuple[float, list[float], dict[str, float]]:
+    """Execs/s of `sandboxes` sandboxes driven by up to one client process per core, the
+    latencies (s) of every exec, and the window's CPU per exec (ms) by part, with the cores' busy
+    share."""
     ctx = multiprocessing.get_context("spawn")
     clients = max(1, min(sandboxes, cpu_count()))
     shares = [sandboxes // clients + (i < sandboxes % clients) for i in range(clients)]
@@ -99,12 +144,19 @@ def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float) -> tupl
     for p in procs:
         p.start()
     ready.wait(timeout=START_TIMEOUT_S)  # every sandbox made and its shell started
+    before, began = _cpu_by_part(server_pid), time.perf_counter()
     go.set()
     got = [out.get(timeout=START_TIMEOUT_S + seconds) for _ in procs]
+    after, wall = _cpu_by_part(server_pid), time.perf_counter() - began
     for p in procs:
         p.join(timeout=60)
     rate = sum(g["execs"] / g["elapsed"] for g in got)
-    return rate, [x for g in got for x in g["latencies"]]
+    execs = sum(g["execs"] for g in got)
+    cpu = {part: (after[part] - before[part]) * 1e3 / execs for part in after}
+    cpu["clients"] = sum(g["cpu_s"] for g in got) * 1e3 / execs
+    cpu["other"] = cpu.pop("machine") - sum(cpu.values())
+    cpu["busy"] = (after["machine"] - before["machine"]) / (wall * psutil.cpu_count())
+    return rate, [x for g in got for x in g["latencies"]], cpu
 
 
 AGENT, DIRECT, HTTP, SERVED = ("the agent's own time (its duration_ms)",
@@ -168,25 +220,40 @@ def main() -> int:
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 8.0)
     sizes = (1, 8) if args.quick else (1, 8, 32)
-    console = Console()
+    console = Console(width=140)
     console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
                   f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
     table = Table(title="sandbox execs/s (echo in the session shell); latencies: 1 process / 2 processes"
                   + (" (--quick)" if args.quick else ""))
     for col in ("sandboxes", "1 process", "2 processes", "x vs 1", "p50 ms", "p99 ms", "load avg"):
         table.add_column(col, justify="right")
+    cores = psutil.cpu_count()
+    where = Table(title=f"where the CPU went: ms of CPU per exec, {cores} cores"
+                  + (" (--quick)" if args.quick else ""))
+    for col in ("sandboxes", "processes", "cores busy", "clients", "servers", "agents", "engine", "other",
+                "bound, clients elsewhere"):
+        where.add_column(col, justify="right")
     with ExitStack() as stack:  # both up at once: each row measures one then the other, back to back
-        urls = {n: stack.enter_context(served(n, max(sizes) + 8)) for n in (1, 2)}
+        servers = {n: stack.enter_context(served(n, max(sizes) + 8)) for n in (1, 2)}
         for size in sizes:
-            one, lat_one = execs_per_s(urls[1], False, size, seconds)
-            two, lat_two = execs_per_s(urls[2], True, size, seconds)
+            one, lat_one, cpu_one = execs_per_s(servers[1][0], False, size, seconds, servers[1][1])
+            two, lat_two, cpu_two = execs_per_s(servers[2][0], True, size, seconds, servers[2][1])
             row = [str(size), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}",
                    f"{statistics.median(lat_one) * 1e3:.2f} / {statistics.median(lat_two) * 1e3:.2f}",
                    f"{p99(lat_one) * 1e3:.2f} / {p99(lat_two) * 1e3:.2f}", f"{os.getloadavg()[0]:.1f}"]
             table.add_row(*row)
             console.print(" | ".join(row))
-        parts = exec_parts_table(urls[1], args.quick)
+            for n, cpu in ((1, cpu_one), (2, cpu_two)):
+                # the execs/s the same cores would give with the clients' CPU moved off the machine
+                bound = cores * 1e3 / max(cpu["servers"] + cpu["agents"] + cpu["engine"] + cpu["other"], 1e-9)
+                cells = [str(size), str(n), f"{cpu['busy']:.0%}",
+                         *(f"{cpu[k]:.2f}" for k in ("clients", "servers", "agents", "engine", "other")),
+                         f"{bound:,.0f}/s"]
+                where.add_row(*cells)
+                console.print(" | ".join(cells))
+        parts = exec_parts_table(servers[1][0], args.quick)
     console.print(table)
+    console.print(where)
     console.print(parts)
     return 0
 
