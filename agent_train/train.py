@@ -284,7 +284,11 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, device: str) -> 
         gen_model = gen_model.to(torch.bfloat16)
     elif device == "cpu" and cfg.exact_sampling:  # float64: samples independent of how requests were batched
         gen_model = gen_model.to(torch.float64)
-    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature, seed=cfg.seed)
+    # every episode in flight may join one batch: on a GPU a decode step costs about the same at 16
+    # rows as at 128 (launch-bound), so a cap below the concurrency splits a wave into batches run
+    # one after the other; the prefix cache keeps a row for each episode in flight
+    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature, seed=cfg.seed,
+                     max_batch=max(cfg.concurrency, 1), prefix_cache=max(128, cfg.concurrency))
 
 
 def _progress(cfg: TrainConfig, start: int) -> Any:

@@ -135,3 +135,17 @@ def test_a_group_s_shared_prompt_is_encoded_once_and_samples_as_before(toy_token
     assert cached.prefix_cache.hit_tokens - hits == len(task) - 3
     assert ours[0].ids == theirs[0].ids
     assert torch.allclose(torch.tensor(ours[0].logprobs), torch.tensor(theirs[0].logprobs), atol=1e-4, rtol=0)
+
+
+def test_the_generator_batches_every_episode_in_flight(toy_tokenizer, toy_model):
+    """One wave of `concurrency` episodes is one batch, and the prefix cache holds a row for each:
+    a cap below it would run a wave as batches one after another, at the same cost per decode step
+    on a GPU."""
+    from agentrl.agent_train.config import TrainConfig
+    from agentrl.agent_train.train import make_backend
+
+    for concurrency, rows in ((8, 128), (200, 200)):
+        cfg = TrainConfig(env="agentrl-test/PickWord-v0", model="tiny:1x32", concurrency=concurrency)
+        backend = make_backend(cfg, toy_model, toy_tokenizer, "cpu")
+        assert backend.max_batch == concurrency
+        assert backend.prefix_cache is not None and backend.prefix_cache.max_entries == rows
