@@ -287,7 +287,7 @@ def bash_kill_table(episodes: int, steps: int, kill_after: int) -> tuple[Table, 
                 "ms per replayed step", "ms per create", "EpisodeLostError", "by reason", "lost silently",
                 "load avg"):
         table.add_column(col, justify="right")
-    with sandbox_processes.served(1, 2 * episodes + 8) as sandbox_url:
+    with sandbox_processes.served(1, 2 * episodes + 8) as (sandbox_url, _pid):
         kwargs = json.dumps({"sandbox_url": sandbox_url, "command_timeout_s": 30})
         with served("processes", (BASH,), ("--env-kwargs", f"{BASH}={kwargs}")) as url:
             got = asyncio.run(_bash_kill_run(url, episodes, steps, kill_after))
