@@ -39,18 +39,8 @@ from agentrl.agent_train.rollout import RolloutEpisode, RolloutLimits, Rollouts,
 from agentrl.agent_train.update import build_batch, optimize, select_samples
 
 # where they were before the loop's parts had modules of their own
-__all__ = [
-    "RolloutProducer",
-    "build_batch",
-    "eval_seeds",
-    "make_backend",
-    "optimize",
-    "reference_model",
-    "rollout_specs",
-    "select_samples",
-    "train",
-    "train_seeds",
-]
+__all__ = ["RolloutProducer", "build_batch", "eval_seeds", "make_backend", "optimize", "reference_model",
+           "rollout_specs", "select_samples", "train", "train_seeds"]
 
 
 def train(
@@ -193,13 +183,11 @@ def train(
 # ---------------------------------------------------------------------------------------------
 # the loop's parts
 # ---------------------------------------------------------------------------------------------
-def sample_metrics(
-    flat: list[RolloutEpisode], step: int, stale: int, trained: int, timing: dict[str, float]
-) -> dict[str, float]:
+def sample_metrics(flat: list[RolloutEpisode], step: int, stale: int, trained: int,
+                   timing: dict[str, float]) -> dict[str, float]:
     """How old the step's samples were, how many were trained on, and how fast they were collected."""
-    lags = [
-        step - v for e in flat for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m
-    ]
+    lags = [step - v for e in flat
+            for v, m in zip(e.transcript.versions, e.transcript.mask, strict=True) if m]
     return {
         "staleness_mean": float(np.mean(lags)) if lags else 0.0,
         "dropped_stale": float(stale),

@@ -101,26 +101,29 @@ def _cpu_by_part(server_pid: int) -> dict[str, float]:
     """CPU seconds (user + system) used so far by the sandbox server's processes, the processes in
     the containers (the agents and what they run), Docker's engine, and the whole machine (busy
     time of all cores)."""
-    def used(proc: psutil.Process, reaped: bool = True) -> float:
-        """Its own CPU time, and (`reaped`) that of its children that exited and were waited for
-        (an exec's short-lived processes), so that a process gone within the window still counts."""
+    def times(proc: psutil.Process) -> tuple[float, float]:
+        """Its own CPU time, and that of its children that exited and were waited for (an exec's
+        short-lived processes), so that a process gone within the window still counts."""
         try:
             t = proc.cpu_times()
         except psutil.Error:  # gone between the listing and the read: its parent's reaped time has it
-            return 0.0
-        return t.user + t.system + (t.children_user + t.children_system if reaped else 0.0)
+            return 0.0, 0.0
+        return t.user + t.system, t.children_user + t.children_system
 
-    server = psutil.Process(server_pid)
-    parts = {"servers": used(server) + sum(used(c) for c in server.children(recursive=True)),
-             "agents": 0.0, "engine": 0.0}
+    def tree(proc: psutil.Process) -> float:
+        """A process and all its descendants, the exited ones included."""
+        return sum(sum(times(p)) for p in (proc, *proc.children(recursive=True)))
+
+    parts = {"servers": tree(psutil.Process(server_pid)), "agents": 0.0, "engine": 0.0}
     for proc in psutil.process_iter(["name"]):
         if proc.info["name"] in ENGINE:
-            shim = proc.info["name"].startswith("containerd-shim")
-            parts["engine"] += used(proc, reaped=not shim)
-            if shim:  # what runs in its container, the container's exited processes included
-                parts["agents"] += used(proc) - used(proc, reaped=False)
+            own, reaped = times(proc)
+            if proc.info["name"].startswith("containerd-shim"):  # what runs in its container is the agents'
+                parts["engine"] += own
                 with contextlib.suppress(psutil.Error):  # a shim gone with its container: nothing to count
-                    parts["agents"] += sum(used(c) for c in proc.children(recursive=True))
+                    parts["agents"] += tree(proc) - own
+            else:
+                parts["engine"] += own + reaped
     t = psutil.cpu_times()  # busy: what /proc/stat counts as neither idle nor waiting (guest is in user)
     busy = ("user", "nice", "system", "irq", "softirq", "steal")
     parts["machine"] = sum(getattr(t, k, 0.0) for k in busy)
@@ -234,10 +237,11 @@ def main() -> int:
                 "bound, clients elsewhere"):
         where.add_column(col, justify="right")
     with ExitStack() as stack:  # both up at once: each row measures one then the other, back to back
-        servers = {n: stack.enter_context(served(n, max(sizes) + 8)) for n in (1, 2)}
+        (url_one, pid_one), (url_two, pid_two) = (stack.enter_context(served(n, max(sizes) + 8))
+                                                  for n in (1, 2))
         for size in sizes:
-            one, lat_one, cpu_one = execs_per_s(servers[1][0], False, size, seconds, servers[1][1])
-            two, lat_two, cpu_two = execs_per_s(servers[2][0], True, size, seconds, servers[2][1])
+            one, lat_one, cpu_one = execs_per_s(url_one, False, size, seconds, pid_one)
+            two, lat_two, cpu_two = execs_per_s(url_two, True, size, seconds, pid_two)
             row = [str(size), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}",
                    f"{statistics.median(lat_one) * 1e3:.2f} / {statistics.median(lat_two) * 1e3:.2f}",
                    f"{p99(lat_one) * 1e3:.2f} / {p99(lat_two) * 1e3:.2f}", f"{os.getloadavg()[0]:.1f}"]
@@ -251,7 +255,7 @@ def main() -> int:
                          f"{bound:,.0f}/s"]
                 where.add_row(*cells)
                 console.print(" | ".join(cells))
-        parts = exec_parts_table(servers[1][0], args.quick)
+        parts = exec_parts_table(url_one, args.quick)
     console.print(table)
     console.print(where)
     console.print(parts)
