@@ -4,6 +4,7 @@
     .venv/bin/python bench/cluster.py --quick    # short run (~3 minutes), Echo-v0 at 16 episodes,
                                                  # 4 Bash-v0 episodes of 5 steps in the Bash-v0 row
     .venv/bin/python bench/cluster.py --kills-only   # the rows of a killed holder alone, (2) and (3)
+    .venv/bin/python bench/cluster.py --memory-only  # the memory rows alone, (4)
 
 Measures, through one `AsyncEnvClient` in this process (one coroutine per episode awaiting `step`,
 as every framework drives episodes; the client shares the machine's cores with the servers, as a
@@ -22,8 +23,9 @@ no replay can repeat exactly); ms per replayed step and per new episode (its new
 episodes replayed, those that raised `EpisodeLostError` (by reason) and those lost silently: an
 episode that went on in a state not its own (its last step reads back its shell variable, working
 directory, file and step count), or that failed otherwise (the aim: 0);
-(4) memory per worker: the RSS of each holder idle and with 1,000 live Flights-v0 episodes split
-over the holders (one process, then two), and what 1,000 episodes cost a holder.
+(4) memory per worker: what each holder holds idle and with 1,000 live Flights-v0 episodes split
+over the holders (one process, then two), and what 1,000 episodes cost a holder, in a rollout's
+shape (8 episodes a seed, the aim 0.5 MB an episode) and with a world per episode.
 The sandbox server's own rows (execs/s with one and two processes) are `bench/sandbox_processes.py`.
 Each row records the load average of the machine. Everything talks over loopback only; Ray runs as
 a local cluster bound to 127.0.0.1. The Bash-v0 row needs a Docker engine and the sandbox image
@@ -58,6 +60,7 @@ from agentrl.server.local import free_port
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import processes  # bench/processes.py: servers started, awaited and stopped
 import sandbox_processes  # bench/sandbox_processes.py: a sandbox server on a free loopback port
+from measuring import memory_kib, yes  # bench/measuring.py
 
 ECHO, FLIGHTS, BASH = "agentrl/Echo-v0", "agentrl/Flights-v0", "agentrl/Bash-v0"
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
@@ -300,13 +303,6 @@ def bash_kill_table(episodes: int, steps: int, kill_after: int) -> tuple[Table, 
     return table, got["silent"]
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
 def _holders(url: str) -> list[tuple[str, str]]:
     """(name, URL) of each holder: the cluster's, or the one server itself."""
     if not url.endswith("/v1/cluster"):
@@ -314,44 +310,62 @@ def _holders(url: str) -> list[tuple[str, str]]:
     return [(h["holder"], h["url"]) for h in httpx.get(url, timeout=10).json()["holders"]]
 
 
-async def _memory(url: str, episodes: int) -> list[tuple[str, int, float, float]]:
-    """RSS of each holder idle (before its first episode, the env's module not yet loaded) and with
-    `episodes` live Flights-v0 episodes split over the holders (created 64 at a time through one
-    AsyncEnvClient): (holder, its episodes, idle MB, loaded MB)."""
+async def _memory(url: str, episodes: int, per_world: int) -> list[tuple[str, int, dict, dict]]:
+    """What each holder holds warm (one episode of a seed outside the run's made and closed on it:
+    the env's modules and statements loaded, as in a server that has served) and with `episodes`
+    live Flights-v0 episodes split over the holders, `per_world` episodes to a seed (a world and its
+    task), created 64 at a time through one AsyncEnvClient: (holder, its episodes, warm KiB, loaded
+    KiB), each as `measuring.memory_kib` reads them (RSS and held)."""
     holders = _holders(url)
-    idle = {name: _rss_mb(_holder_pid(h_url)) for name, h_url in holders}
+    for _name, h_url in holders:
+        async with AsyncEnvClient(h_url) as warm:
+            await warm.close_episode((await warm.create_episode(FLIGHTS, seed=10**6)).episode_id)
+    idle = {name: memory_kib(_holder_pid(h_url)) for name, h_url in holders}
     client = AsyncEnvClient(url)
     gate = asyncio.Semaphore(64)
 
     async def make(k: int) -> str:
         async with gate:
-            return (await client.create_episode(FLIGHTS, seed=k)).episode_id
+            return (await client.create_episode(FLIGHTS, seed=k // per_world)).episode_id
 
     made = await asyncio.gather(*(make(k) for k in range(episodes)))
     rows = []
     for name, h_url in holders:
         live = httpx.get(f"{h_url}/health", timeout=10).json()["live_episodes"]
-        rows.append((name, int(live), idle[name], _rss_mb(_holder_pid(h_url))))
+        rows.append((name, int(live), idle[name], memory_kib(_holder_pid(h_url))))
     for gates in range(0, len(made), 64):
         await asyncio.gather(*(client.close_episode(e) for e in made[gates:gates + 64]))
     await client.aclose()
     return rows
 
 
+# a rollout's shape (GRPO: a group of samples per prompt, each an episode of the prompt's world),
+# and the worst case, a world for every episode
+MEMORY_SHAPES = {"a rollout: 8 episodes a seed": 8, "a seed each": 1}
+MEMORY_AIM_MB = 0.5  # per live episode, in a rollout's shape
+
+
 def memory_table(episodes: int) -> Table:
-    """Memory per worker at `episodes` live Flights-v0 episodes, on one process and on two."""
-    table = Table(title=f"memory per worker at {episodes:,} live Flights-v0 episodes (RSS of each holder)")
-    for col in ("server", "holder", "its episodes", "idle MB", "with them MB", "MB per 1,000 episodes",
-                "load avg"):
+    """Memory per worker at `episodes` live Flights-v0 episodes, on one process and on two, in a
+    rollout's shape and with a world per episode."""
+    table = Table(title=f"memory per worker at {episodes:,} live Flights-v0 episodes (held: anonymous "
+                        "memory and the worlds' page files once; RSS: a shared page once per mapping)")
+    for col in ("episodes", "server", "holder", "its episodes", "warm MB", "held MB", "RSS MB",
+                "held MB per 1,000 episodes", "RSS MB per 1,000", "aim", "load avg"):
         table.add_column(col, justify="right")
-    for kind in ("single", "processes"):
-        with served(kind, (FLIGHTS,)) as url:
-            for name, live, idle, loaded in asyncio.run(_memory(url, episodes)):
-                per_k = (loaded - idle) / max(live, 1) * 1000
-                row = ["1 process" if kind == "single" else "2 processes", name, f"{live:,}", f"{idle:.0f}",
-                       f"{loaded:.0f}", f"{per_k:.0f}", f"{os.getloadavg()[0]:.1f}"]
-                table.add_row(*row)
-                Console().print(" | ".join(row))
+    for shape, per_world in MEMORY_SHAPES.items():
+        for kind in ("single", "processes"):
+            with served(kind, (FLIGHTS,)) as url:
+                for name, live, idle, loaded in asyncio.run(_memory(url, episodes, per_world)):
+                    held_k, rss_k = ((loaded[k] - idle[k]) / max(live, 1) * 1000 / 1024
+                                     for k in ("held", "rss"))
+                    aim = yes(held_k <= MEMORY_AIM_MB * 1000) if per_world > 1 else "-"
+                    row = [shape, "1 process" if kind == "single" else "2 processes", name, f"{live:,}",
+                           f"{idle['rss'] / 1024:.0f}", f"{loaded['held'] / 1024:.0f}",
+                           f"{loaded['rss'] / 1024:.0f}",
+                           f"{held_k:.0f}", f"{rss_k:.0f}", aim, f"{os.getloadavg()[0]:.1f}"]
+                    table.add_row(*row)
+                    print(" | ".join(row), flush=True)  # plain: one line whatever the terminal's width
     return table
 
 
@@ -420,6 +434,7 @@ def main() -> int:
                         help="skip the Bash-v0 kill row (it needs a Docker engine and the sandbox image)")
     parser.add_argument("--kills-only", action="store_true",
                         help="only the rows of a killed holder (replays), not steps/s or memory")
+    parser.add_argument("--memory-only", action="store_true", help="only the memory rows (4)")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
@@ -428,6 +443,9 @@ def main() -> int:
     console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
                   f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
 
+    if args.memory_only:
+        console.print(memory_table(100 if args.quick else 1000))
+        return 0
     if not args.kills_only:
         throughput_tables(console, args.ray, envs, sizes, seconds, 100 if args.quick else 1000)
     return kill_tables(console, args.quick, args.bash)

@@ -39,10 +39,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import gymnasium as gym
-from measuring import FixedWork
+from measuring import FixedWork, memory_kib
 from rich.console import Console
 from rich.table import Table
 
@@ -151,28 +150,13 @@ MEMORY_ROWS = {  # name: (seeds, episodes per seed, stochastic)
 }
 
 
-def _memory_kib() -> dict[str, int]:
-    """This process's RSS, and its anonymous memory plus the world page files it holds, KiB."""
-    lines = Path("/proc/self/status").read_text().splitlines()
-    wanted = ("VmRSS:", "RssAnon:")
-    status = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(wanted)}
-    files = 0
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            if "agentrl-flights-world" in os.readlink(fd):
-                files += os.fstat(int(fd.name)).st_blocks * 512 // 1024
-        except OSError:  # the listing's own descriptor, gone by now
-            continue
-    return {"rss": status["VmRSS"], "held": status["RssAnon"] + files}
-
-
 def memory_row(name: str, steps: int = 2) -> dict[str, float]:
     """One `MEMORY_ROWS` row in this process: MB of RSS and PSS per 1,000 live episodes."""
     seeds, per_seed, stochastic = MEMORY_ROWS[name]
     warm = gym.make("agentrl/Flights-v0", stochastic=stochastic).unwrapped
     warm.reset(seed=99_999)  # modules, statements and one world loaded before the baseline
     gc.collect()
-    before = _memory_kib()
+    before = memory_kib()
     envs = []
     for n in range(seeds * per_seed):
         env = gym.make("agentrl/Flights-v0", stochastic=stochastic).unwrapped
@@ -184,7 +168,7 @@ def memory_row(name: str, steps: int = 2) -> dict[str, float]:
                 break
         envs.append(env)
     gc.collect()
-    after = _memory_kib()
+    after = memory_kib()
     per_k = 1000 / len(envs) / 1024
     grown = {kind: (after[kind] - before[kind]) * per_k for kind in after}
     return {"rss_mb": grown["rss"], "held_mb": grown["held"], "idle_mb": before["rss"] / 1024}

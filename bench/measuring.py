@@ -124,3 +124,21 @@ def peak_rss_mib(pid: int | str = "self") -> float:
     if pid != "self":
         raise FileNotFoundError(f"no VmHWM for process {pid}")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def memory_kib(pid: int | str = "self", files: str = "agentrl-flights-world") -> dict[str, int]:
+    """A process's RSS and what it holds, KiB. Held: its anonymous memory plus the in-memory files
+    named `files` it has open, each counted once. RSS counts a shared file's page once for every
+    mapping that has read it (a Flights-v0 world's pages, mapped by each of its episodes) and leaves
+    out the file's pages no mapping has read, so it overstates pages that are shared."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    wanted = ("VmRSS:", "RssAnon:")
+    status = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(wanted)}
+    held = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if files in os.readlink(fd):
+                held += fd.stat().st_blocks * 512 // 1024
+        except OSError:  # a descriptor closed since the listing (the listing's own, in this process)
+            continue
+    return {"rss": status["VmRSS"], "held": status["RssAnon"] + held}

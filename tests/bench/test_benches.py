@@ -53,8 +53,21 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
     assert done.stdout.strip(), f"{bench} --quick printed nothing"
     if bench == "cluster.py":
         check_bash_kill_row(done.stdout)
+        check_memory_rows(done.stdout)
     if bench == "chaos.py" and docker_running():
         check_chaos_docker_parts(done.stdout)
+
+
+def check_memory_rows(stdout: str) -> None:
+    """bench/cluster.py's memory rows: both shapes on one process and on two, every episode held by
+    some holder, each holder's figures read (a live episode holds memory)."""
+    for shape in ("a rollout: 8 episodes a seed", "a seed each"):
+        for server, holders in (("1 process", 1), ("2 processes", 2)):
+            start = f"{shape} | {server} | "
+            rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith(start)]
+            assert len(rows) == holders, (shape, server, stdout[-3000:])
+            assert sum(int(r[3].replace(",", "")) for r in rows) == 100, rows
+            assert all(float(r[7]) > 0 for r in rows), rows
 
 
 def check_chaos_docker_parts(stdout: str) -> None:
