@@ -23,7 +23,7 @@ no replay can repeat exactly); ms per replayed step and per new episode (its new
 episodes replayed, those that raised `EpisodeLostError` (by reason) and those lost silently: an
 episode that went on in a state not its own (its last step reads back its shell variable, working
 directory, file and step count), or that failed otherwise (the aim: 0);
-(4) memory per worker: what each holder holds idle and with 1,000 live Flights-v0 episodes split
+(4) memory per worker: what each holder holds warm and with 1,000 live Flights-v0 episodes split
 over the holders (one process, then two), and what 1,000 episodes cost a holder, in a rollout's
 shape (8 episodes a seed, the aim 0.5 MB an episode) and with a world per episode.
 The sandbox server's own rows (execs/s with one and two processes) are `bench/sandbox_processes.py`.
@@ -310,7 +310,8 @@ def _holders(url: str) -> list[tuple[str, str]]:
     return [(h["holder"], h["url"]) for h in httpx.get(url, timeout=10).json()["holders"]]
 
 
-async def _memory(url: str, episodes: int, per_world: int) -> list[tuple[str, int, dict, dict]]:
+async def _memory(url: str, episodes: int,
+                  per_world: int) -> list[tuple[str, int, dict[str, int], dict[str, int]]]:
     """What each holder holds warm (one episode of a seed outside the run's made and closed on it:
     the env's modules and statements loaded, as in a server that has served) and with `episodes`
     live Flights-v0 episodes split over the holders, `per_world` episodes to a seed (a world and its
@@ -320,7 +321,7 @@ async def _memory(url: str, episodes: int, per_world: int) -> list[tuple[str, in
     for _name, h_url in holders:
         async with AsyncEnvClient(h_url) as warm:
             await warm.close_episode((await warm.create_episode(FLIGHTS, seed=10**6)).episode_id)
-    idle = {name: memory_kib(_holder_pid(h_url)) for name, h_url in holders}
+    warm_kib = {name: memory_kib(_holder_pid(h_url)) for name, h_url in holders}
     client = AsyncEnvClient(url)
     gate = asyncio.Semaphore(64)
 
@@ -332,7 +333,7 @@ async def _memory(url: str, episodes: int, per_world: int) -> list[tuple[str, in
     rows = []
     for name, h_url in holders:
         live = httpx.get(f"{h_url}/health", timeout=10).json()["live_episodes"]
-        rows.append((name, int(live), idle[name], memory_kib(_holder_pid(h_url))))
+        rows.append((name, int(live), warm_kib[name], memory_kib(_holder_pid(h_url))))
     for gates in range(0, len(made), 64):
         await asyncio.gather(*(client.close_episode(e) for e in made[gates:gates + 64]))
     await client.aclose()
@@ -356,12 +357,12 @@ def memory_table(episodes: int) -> Table:
     for shape, per_world in MEMORY_SHAPES.items():
         for kind in ("single", "processes"):
             with served(kind, (FLIGHTS,)) as url:
-                for name, live, idle, loaded in asyncio.run(_memory(url, episodes, per_world)):
-                    held_k, rss_k = ((loaded[k] - idle[k]) / max(live, 1) * 1000 / 1024
+                for name, live, warm, loaded in asyncio.run(_memory(url, episodes, per_world)):
+                    held_k, rss_k = ((loaded[k] - warm[k]) / max(live, 1) * 1000 / 1024
                                      for k in ("held", "rss"))
                     aim = yes(held_k <= MEMORY_AIM_MB * 1000) if per_world > 1 else "-"
                     row = [shape, "1 process" if kind == "single" else "2 processes", name, f"{live:,}",
-                           f"{idle['rss'] / 1024:.0f}", f"{loaded['held'] / 1024:.0f}",
+                           f"{warm['rss'] / 1024:.0f}", f"{loaded['held'] / 1024:.0f}",
                            f"{loaded['rss'] / 1024:.0f}",
                            f"{held_k:.0f}", f"{rss_k:.0f}", aim, f"{os.getloadavg()[0]:.1f}"]
                     table.add_row(*row)
