@@ -167,14 +167,19 @@ AGENT, DIRECT, HTTP, SERVED = ("the agent's own time (its duration_ms)",
                                "an HTTP round trip alone (GET /health)", "exec through the server")
 
 
-async def _exec_parts(url: str, blocks: int, per_block: int) -> dict[str, list[float]]:
+async def _exec_parts(url: str, server_pid: int, blocks: int,
+                      per_block: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     """What one exec at 1 sandbox is made of: `echo hi` straight through a sandbox's agent link (a
     DockerBackend in this process), an HTTP round trip to the server that does nothing, and `echo hi`
     through the server; in blocks of `per_block`, alternated, so that the machine's swings fall on
-    each alike. The latencies (s) of each."""
+    each alike. The latencies (s) of each, and the server process's CPU seconds per call in the
+    blocks of the two that go through it (what an exec's route costs beyond the HTTP server's own
+    work is the difference)."""
     from agentrl.sandbox_server import AsyncSandboxClient, DockerBackend
 
     parts: dict[str, list[float]] = {AGENT: [], DIRECT: [], HTTP: [], SERVED: []}
+    server_s: dict[str, float] = {HTTP: 0.0, SERVED: 0.0}
+    server = psutil.Process(server_pid)
     backend = DockerBackend(pool_size=0)
     client = AsyncSandboxClient(url)
     try:
@@ -184,6 +189,7 @@ async def _exec_parts(url: str, blocks: int, per_block: int) -> dict[str, list[f
             await remote.exec("true")
         for block in range(blocks):
             for part in (DIRECT, HTTP, SERVED)[::1 if block % 2 else -1]:
+                began_cpu = sum(server.cpu_times()[:2])
                 for _ in range(per_block):
                     began = time.perf_counter()
                     if part == DIRECT:
@@ -193,26 +199,31 @@ async def _exec_parts(url: str, blocks: int, per_block: int) -> dict[str, list[f
                     else:
                         await remote.exec("echo hi")
                     parts[part].append(time.perf_counter() - began)
+                if part in server_s:
+                    server_s[part] += sum(server.cpu_times()[:2]) - began_cpu
         local.close()
         await remote.aclose()
     finally:
         await client.aclose()
         backend.close()
-    return parts
+    return parts, {part: cpu / len(parts[part]) for part, cpu in server_s.items()}
 
 
-def exec_parts_table(url: str, quick: bool) -> Table:
+def exec_parts_table(url: str, server_pid: int, quick: bool) -> Table:
     """`_exec_parts` on the one-process server at `url`, as a table (and a plain line a part)."""
     title = "what one exec is made of, 1 sandbox, 1 server process" + (" (--quick)" if quick else "")
     table = Table(title=title)
-    for col in ("part", "p50 ms", "p99 ms", "load avg"):
+    for col in ("part", "p50 ms", "p99 ms", "server CPU ms a call", "load avg"):
         table.add_column(col, justify="right")
-    parts = asyncio.run(_exec_parts(url, 4 if quick else 12, 100 if quick else 250))
+    parts, server_s = asyncio.run(_exec_parts(url, server_pid, 4 if quick else 12, 100 if quick else 250))
     for part, xs in parts.items():
-        row = [part, f"{statistics.median(xs) * 1e3:.2f}", f"{p99(xs) * 1e3:.2f}",
+        cpu = f"{server_s[part] * 1e3:.3f}" if part in server_s else "-"
+        row = [part, f"{statistics.median(xs) * 1e3:.2f}", f"{p99(xs) * 1e3:.2f}", cpu,
                f"{os.getloadavg()[0]:.1f}"]
         table.add_row(*row)
         print(" | ".join(row), flush=True)
+    route = (server_s[SERVED] - server_s[HTTP]) * 1e3
+    print(f"the exec route's own server CPU (exec less a bare round trip): {route:.3f} ms", flush=True)
     return table
 
 
@@ -255,7 +266,7 @@ def main() -> int:
                          f"{bound:,.0f}/s"]
                 where.add_row(*cells)
                 console.print(" | ".join(cells))
-        parts = exec_parts_table(url_one, args.quick)
+        parts = exec_parts_table(url_one, pid_one, args.quick)
     console.print(table)
     console.print(where)
     console.print(parts)
