@@ -113,14 +113,17 @@ def p99(xs: list[float]) -> float:
     return sorted(xs)[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
 
 
+def _status_kib(pid: int | str) -> dict[str, int]:
+    """The memory figures (kB) of a process's /proc status: VmRSS, VmHWM, RssAnon and the rest."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {line.split(":")[0]: int(line.split()[1]) for line in lines if line.endswith(" kB")}
+
+
 def peak_rss_mib(pid: int | str = "self") -> float:
     """A process's RSS high-water mark (this one's by default). VmHWM starts afresh at exec;
     `ru_maxrss` (the fallback where /proc has no status) would carry the parent's peak over a fork."""
-    status = Path(f"/proc/{pid}/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
+    if Path(f"/proc/{pid}/status").exists() and "VmHWM" in (status := _status_kib(pid)):
+        return status["VmHWM"] / 1024
     if pid != "self":
         raise FileNotFoundError(f"no VmHWM for process {pid}")
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -131,9 +134,7 @@ def memory_kib(pid: int | str = "self", files: str = "agentrl-flights-world") ->
     named `files` it has open, each counted once. RSS counts a shared file's page once for every
     mapping that has read it (a Flights-v0 world's pages, mapped by each of its episodes) and leaves
     out the file's pages no mapping has read, so it overstates pages that are shared."""
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    wanted = ("VmRSS:", "RssAnon:")
-    status = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(wanted)}
+    status = _status_kib(pid)
     held = 0
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:

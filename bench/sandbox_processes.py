@@ -45,7 +45,7 @@ from agentrl.sandbox_server.processes import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import processes as bench_processes  # bench/processes.py: servers started, awaited and stopped
-from measuring import p99  # bench/measuring.py: a p99 as the benches take it
+from measuring import p99, server_cpu_s  # bench/measuring.py: a p99 as the benches take it, a process's CPU
 
 START_TIMEOUT_S = bench_processes.START_TIMEOUT_S
 
@@ -179,7 +179,6 @@ async def _exec_parts(url: str, server_pid: int, blocks: int,
 
     parts: dict[str, list[float]] = {AGENT: [], DIRECT: [], HTTP: [], SERVED: []}
     server_s: dict[str, float] = {HTTP: 0.0, SERVED: 0.0}
-    server = psutil.Process(server_pid)
     backend = DockerBackend(pool_size=0)
     client = AsyncSandboxClient(url)
     try:
@@ -189,7 +188,7 @@ async def _exec_parts(url: str, server_pid: int, blocks: int,
             await remote.exec("true")
         for block in range(blocks):
             for part in (DIRECT, HTTP, SERVED)[::1 if block % 2 else -1]:
-                began_cpu = sum(server.cpu_times()[:2])
+                began_cpu = server_cpu_s(server_pid)
                 for _ in range(per_block):
                     began = time.perf_counter()
                     if part == DIRECT:
@@ -200,7 +199,7 @@ async def _exec_parts(url: str, server_pid: int, blocks: int,
                         await remote.exec("echo hi")
                     parts[part].append(time.perf_counter() - began)
                 if part in server_s:
-                    server_s[part] += sum(server.cpu_times()[:2]) - began_cpu
+                    server_s[part] += server_cpu_s(server_pid) - began_cpu
         local.close()
         await remote.aclose()
     finally:
