@@ -158,6 +158,7 @@ def parse_tenants(items: list[str]) -> tuple[dict[str, str], dict[str, int]]:
 def serve_main(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from agentrl.cluster.serving import uvicorn_config
     from agentrl.sandbox_server.app import create_app
     from agentrl.sandbox_server.discovery import check_holder_name
     from agentrl.sandbox_server.errors import DockerUnavailable
@@ -205,7 +206,8 @@ def serve_main(args: argparse.Namespace) -> int:
         max_pending=args.max_pending,
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.Server(uvicorn_config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                      access_log=True)).run()
     finally:
         backend.close()
     return 0

@@ -32,6 +32,7 @@ from fastapi.responses import JSONResponse, Response
 
 from agentrl.cluster.children import free_port
 from agentrl.cluster.holders import PoolSettings, lifespan
+from agentrl.cluster.serving import uvicorn_config
 from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
 from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo
 
@@ -107,4 +108,4 @@ def run_processes(serve_args: Callable[[str, int], list[str]], *, host: str, por
     import uvicorn
 
     pool = SandboxProcesses(serve_args, host=host, count=count, base_name=base_name, token=token)
-    uvicorn.run(front_app(pool, tokens), host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.Server(uvicorn_config(front_app(pool, tokens), host=host, port=port, log_level=log_level)).run()

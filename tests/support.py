@@ -30,6 +30,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def answers_after_idling(url: str, path: str) -> bool:
+    """Whether one keep-alive connection to `url` still answers `GET path` after idling a second
+    longer than an httpx client keeps a pooled connection: a server that closed it first could
+    have lost a client's request in flight (`agentrl.cluster.serving`)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    try:
+        connection.request("GET", path)
+        first = connection.getresponse()
+        first.read()
+        assert first.status == 200, first.status
+        used = connection.sock.getsockname()
+        time.sleep(httpx.Limits().keepalive_expiry + 1.0)
+        try:
+            connection.request("GET", path)
+            again = connection.getresponse()
+            again.read()
+        except (http.client.HTTPException, ConnectionError):
+            return False
+        return again.status == 200 and connection.sock.getsockname() == used
+    finally:
+        connection.close()
+
+
 class AppServer:
     """uvicorn serving an ASGI app on 127.0.0.1 in a daemon thread of the test process.
 
@@ -39,12 +68,13 @@ class AppServer:
     def __init__(self, app: Any, token: str | None = None) -> None:
         import uvicorn
 
+        from agentrl.cluster.serving import uvicorn_config
+
         self.app = app
         self.token = token
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=self.port))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> AppServer:

@@ -13,4 +13,6 @@ nor any env:
   when they exit.
 - `agentrl.cluster.flows`: what the clients' routing shares: an id's holder, and the drivers that
   carry out the requests of an I/O-free routing flow, blocking or awaiting.
+- `agentrl.cluster.serving`: the uvicorn config every agentrl server runs under, one server or many
+  (the retrievers' server too): idle connections kept longer than any client keeps them.
 """

@@ -12,21 +12,20 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from agentrl.cluster.children import free_port
+from agentrl.cluster.serving import uvicorn_config
 from agentrl.server.config import ServerConfig
 
 __all__ = ["free_port", "run", "serve_in_thread"]
 
 
 def _uvicorn_config(config: ServerConfig, log_level: str):  # type: ignore[no-untyped-def]  # uvicorn: lazy
-    import uvicorn
-
     from agentrl.server.app import create_app
 
-    return uvicorn.Config(
+    return uvicorn_config(
         create_app(config), host=config.host, port=config.port, log_level=log_level,
         ws_per_message_deflate=False,  # env text is small and hot; compressing it costs more than it saves
         ws_max_size=config.max_body_bytes,  # a frame of steps may be as large as a batch request
-        timeout_graceful_shutdown=10, access_log=False,
+        timeout_graceful_shutdown=10,
     )
 
 

@@ -6,19 +6,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
+from support import AppServer
 
 from agentrl.server.config import ServerConfig
-from agentrl.server.local import free_port, serve_in_thread
+from agentrl.server.local import serve_in_thread
 
 pytestmark = pytest.mark.docker
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openai_agent_loop.py"
@@ -73,33 +71,18 @@ def scripted_policy(requests: list[dict[str, Any]]) -> FastAPI:
 def test_agent_loop_solves_a_task_through_the_server(docker_backend):
     example = load_example()
     requests: list[dict[str, Any]] = []
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(scripted_policy(requests), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    try:
-        with (
-            serve_in_thread(ServerConfig()) as env_url,
-            httpx.Client(
-                base_url=f"http://127.0.0.1:{port}/v1", headers={"Authorization": "Bearer k"}
-            ) as llm,
-        ):
-            env = gym.make("agentrl/Bash-v0", base_url=env_url, pool_size=4)
-            try:
-                reward, info, messages = example.run_episode(
-                    llm, "stand-in", env, seed=6, options={"family": "count_files"}
-                )
-            finally:
-                env.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with (
+        AppServer(scripted_policy(requests)) as policy,
+        serve_in_thread(ServerConfig()) as env_url,
+        httpx.Client(base_url=f"{policy.url}/v1", headers={"Authorization": "Bearer k"}) as llm,
+    ):
+        env = gym.make("agentrl/Bash-v0", base_url=env_url, pool_size=4)
+        try:
+            reward, info, messages = example.run_episode(
+                llm, "stand-in", env, seed=6, options={"family": "count_files"}
+            )
+        finally:
+            env.close()
     assert reward == 1.0 and info["solved"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
     first = requests[0]["body"]

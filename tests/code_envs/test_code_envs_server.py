@@ -85,14 +85,13 @@ def sandbox_server_url(docker_backend) -> Iterator[str]:
 
     import uvicorn
 
+    from agentrl.cluster.serving import uvicorn_config
     from agentrl.sandbox_server import DockerBackend, create_app
     from agentrl.server.local import free_port
 
     backend = DockerBackend(pool_size=2)
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(backend), host="127.0.0.1", port=port, log_level="warning")
-    )
+    server = uvicorn.Server(uvicorn_config(create_app(backend), host="127.0.0.1", port=port))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -2,7 +2,8 @@
 
 The rules: no import loop at any level (sibling modules and packages import each other one way),
 the env core below each env below the server, the sandbox server and the retrievers standalone (the
-sandbox server using only the cluster kit, `agentrl.cluster`, which imports nothing else of agentrl),
+sandbox server using only the cluster kit, `agentrl.cluster`, which imports nothing else of agentrl,
+the retrievers' command only the kit's uvicorn config),
 agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
 server, the env contract (`agentrl.testing`) above the server and loaded by neither `import agentrl`
 nor the command line, the server's page and OpenEnv's protocol mounted by its app alone, and the
@@ -51,6 +52,7 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"flights/tasks.py": "import agentrl.search.env"}, "Dependencies flow one way"),
         ({"sandbox_server/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
         ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
+        ({"retrievers/base.py": "import agentrl.cluster.holders"}, "sandbox server and the retrievers"),
         # the cluster kit serves both servers: it imports neither, nor anything else of agentrl
         ({"cluster/holders.py": "import agentrl.protocol"}, "The cluster kit"),
         ({"cluster/names.py": "import agentrl.sandbox_server.errors"}, "The cluster kit"),

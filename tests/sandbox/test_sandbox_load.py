@@ -112,6 +112,13 @@ def cli_server():
         proc.wait()
 
 
+def test_the_served_command_keeps_an_idle_connection_past_a_clients_pool_expiry(cli_server):
+    """Else an exec sent as the server closes its connection is lost in flight (`httpx.ReadError`)."""
+    from support import answers_after_idling
+
+    assert answers_after_idling(cli_server[1], "/v1/ping")
+
+
 def test_uploads_and_output_floods_leave_server_memory_flat(cli_server):
     proc, url = cli_server
     sid = httpx.post(url + "/v1/sandboxes", json={}, timeout=60).json()["sandbox_id"]

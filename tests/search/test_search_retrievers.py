@@ -194,7 +194,7 @@ def test_cli_build_and_serve(tmp_path):
     import time
 
     import httpx
-    from support import free_port
+    from support import answers_after_idling, free_port
 
     from agentrl.cli import main
 
@@ -239,6 +239,7 @@ def test_cli_build_and_serve(tmp_path):
                 assert time.monotonic() < deadline and server.poll() is None
                 time.sleep(0.2)
         assert response.status_code == 200 and len(response.json()["result"][0]) == 2
+        assert answers_after_idling(f"http://127.0.0.1:{port}", "/health")  # as every agentrl server
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -11,6 +11,7 @@ import time
 import httpx
 import pytest
 from server_helpers import ECHO, call
+from support import answers_after_idling
 
 from agentrl.client import (
     CapacityError,
@@ -148,6 +149,13 @@ def test_cli_server_stops_cleanly_on_sigterm():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_an_idle_connection_outlives_a_clients_pool_expiry():
+    """The server closes an idle connection only after its clients would have: one it closed as a
+    client reused it would lose that request in flight."""
+    with serve_in_thread() as url:
+        assert answers_after_idling(url, "/health")
 
 
 def _healthy(url: str) -> bool:

@@ -54,6 +54,7 @@ def _holder(text: str) -> tuple[str, str]:
 def serve_static(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from agentrl.cluster.serving import uvicorn_config
     from agentrl.server.cluster.pool import StaticPool, cluster_app
     from agentrl.server.config import ServerConfig
 
@@ -66,7 +67,7 @@ def serve_static(args: argparse.Namespace) -> int:
     token = config.resolved_token()
     app = cluster_app(StaticPool(dict(args.holder), token), len(args.holder), token)
     print(f"agentrl cluster of {len(args.holder)} servers at http://{args.host}:{args.port}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    uvicorn.Server(uvicorn_config(app, host=args.host, port=args.port, log_level=args.log_level)).run()
     return 0
 
 

@@ -63,10 +63,10 @@ def run_processes(config: ServerConfig, processes: int, log_level: str = "warnin
     """Serve the cluster's address in the foreground with `processes` holders until SIGINT/SIGTERM."""
     import uvicorn
 
+    from agentrl.cluster.serving import uvicorn_config
     from agentrl.server.cluster.pool import cluster_app
 
     config.check()
     pool = ProcessPool(config, log_level)
     app = cluster_app(pool, processes, config.resolved_token())
-    uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
-                                  access_log=False)).run()
+    uvicorn.Server(uvicorn_config(app, host=config.host, port=config.port, log_level=log_level)).run()

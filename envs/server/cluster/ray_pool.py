@@ -135,6 +135,7 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
     with `sandboxes`, one sandbox server per node too (`agentrl.server.cluster.ray_sandboxes`)."""
     import uvicorn
 
+    from agentrl.cluster.serving import uvicorn_config
     from agentrl.server.cluster.pool import cluster_app
 
     config.check()
@@ -155,8 +156,7 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
         app = cluster_app(pool, holders, config.resolved_token())
         if node_sandboxes is not None:
             add_sandbox_map(app, node_sandboxes)
-        uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
-                                      access_log=False)).run()
+        uvicorn.Server(uvicorn_config(app, host=config.host, port=config.port, log_level=log_level)).run()
     finally:
         if node_sandboxes is not None:
             node_sandboxes.stop()

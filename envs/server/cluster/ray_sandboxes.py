@@ -53,6 +53,7 @@ class SandboxServerActor:
                  log_level: str) -> None:
         import uvicorn
 
+        from agentrl.cluster.serving import uvicorn_config
         from agentrl.sandbox_server.app import create_app
         from agentrl.sandbox_server.docker_backend import DockerBackend
 
@@ -63,8 +64,7 @@ class SandboxServerActor:
         self.backend = DockerBackend(pool_size=pool_size, max_sandboxes=max_sandboxes)
         self.backend.id_prefix = holder + "."
         app = create_app(self.backend, token=token)
-        self.server = uvicorn.Server(uvicorn.Config(app, host=self.host, port=self.port, log_level=log_level,
-                                                    access_log=False))
+        self.server = uvicorn.Server(uvicorn_config(app, host=self.host, port=self.port, log_level=log_level))
         self.thread = threading.Thread(target=self.server.run, name="agentrl-sandbox-server", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + START_TIMEOUT_S
