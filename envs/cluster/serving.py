@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["KEEP_ALIVE_S", "uvicorn_config"]
 
-KEEP_ALIVE_S = 65.0
+KEEP_ALIVE_S = 65
 """How long a server keeps an idle connection: past httpx's pool expiry (5 s), aiohttp's (15 s) and
 the 60 s of common load balancers in front of a server. An idle connection costs a socket and a few
 KiB; a request that dies in a race costs a step or an exec."""
