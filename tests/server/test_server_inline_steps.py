@@ -43,9 +43,11 @@ def test_cheap_steps_run_on_the_loop_without_the_dispatcher():
         def no_threads(*args):
             raise AssertionError("an inline step went through the dispatcher")
 
+        dispatch_run = registry.dispatch.run
         registry.dispatch.run = no_threads  # type: ignore[method-assign]
         items = [BatchItem(episode_id=ids[1 + i % 3], action=call("echo", text=str(i))) for i in range(30)]
         parts = await registry.step_many(items)
+        registry.dispatch.run = dispatch_run  # type: ignore[method-assign]  # closing goes through it
         await registry.shutdown()
         return start, parts
 
