@@ -10,7 +10,7 @@ the requests carry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from fastapi import Request, Response
@@ -20,13 +20,30 @@ from starlette.types import Receive, Scope, Send
 
 from agentrl.sandbox_server.errors import TooLarge
 
+T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 LIGHT_BYTES = 1 << 20  # a body or an output cap up to this runs without a heavy slot
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker thread of its own limiter: the caller's lane or limiter bounds it."""
+    return await anyio.to_thread.run_sync(lambda: fn(*args), limiter=anyio.CapacityLimiter(1))
 
 
 def declared_length(request: Request) -> int | None:
     value = request.headers.get("content-length", "")
     return int(value) if value.isdigit() else None
+
+
+def parse(model: type[M], body: bytes | bytearray) -> M | RequestValidationError:
+    """`body` as `model`, or the 422 to raise, as FastAPI would answer it. The error is returned, not
+    raised: raised from a worker thread, it came back in a reference cycle (with the frames that held
+    the body and its parsed input) that only the garbage collector broke, many MB per refused body."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    return RequestValidationError(errors)
 
 
 class Admission:
@@ -54,11 +71,15 @@ class Admission:
             body += chunk
             if len(body) > self.max_json_bytes:
                 raise self.too_large("the request body is")
-        try:
-            return model.model_validate_json(body)
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            raise RequestValidationError(errors) from None
+        if len(body) <= LIGHT_BYTES:
+            parsed = parse(model, body)
+        else:  # a big body (held by a heavy slot, so few at once) is parsed, its base64 decoded, in a
+            # worker thread: the event loop goes on serving every other call meanwhile
+            parsed = await in_thread(parse, model, body)
+        del body
+        if isinstance(parsed, RequestValidationError):
+            raise parsed
+        return parsed
 
     def check_output(self, max_output_bytes: int) -> None:
         if max_output_bytes > self.max_output_bytes:

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from agentrl.sandbox_server import routes
 from agentrl.sandbox_server.admission import Admission
@@ -113,6 +114,13 @@ def create_app(
         if exc.status_code == 405:  # every method of the path, not only the route Starlette tried
             headers = {**(headers or {}), "Allow": allowed_methods(app.router.routes, request.scope)}
         return JSONResponse({"detail": str(exc.detail), "kind": kind}, exc.status_code, headers=headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(request: Request, exc: ClientDisconnect) -> Response:
+        """The caller hung up before its body was read (it may have waited its turn for a while): no
+        one is left to answer, and nothing went wrong here; counted, not logged as a crash."""
+        metrics.errors.labels("client_disconnected").inc()
+        return Response(status_code=499)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

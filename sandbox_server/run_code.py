@@ -14,7 +14,6 @@ kept, so the next caller takes another, already clean one.
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import secrets
 import threading
@@ -46,8 +45,9 @@ WAIT_FOR_WIPE_S = 0.25
 def b64decode(data: str, what: str) -> bytes:
     try:
         return decode_base64(data)
-    except (binascii.Error, ValueError):
-        raise InvalidRequest(f"{what} is not valid base64") from None
+    except ValueError as exc:
+        reason = str(exc)
+    raise InvalidRequest(f"{what} is {reason}")  # outside the handler, as in `decode_base64`
 
 
 class RunCodeService:

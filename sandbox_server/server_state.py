@@ -24,7 +24,13 @@ import anyio
 from fastapi import HTTPException, Request, Response
 from pydantic import BaseModel
 
-from agentrl.sandbox_server.admission import LIGHT_BYTES, Admission, HeldResponse, declared_length
+from agentrl.sandbox_server.admission import (
+    LIGHT_BYTES,
+    Admission,
+    HeldResponse,
+    declared_length,
+    in_thread,
+)
 from agentrl.sandbox_server.backend import Backend
 from agentrl.sandbox_server.errors import Busy, QuotaExceeded, SandboxDead, SandboxNotFound
 from agentrl.sandbox_server.metrics import Metrics
@@ -34,11 +40,6 @@ from agentrl.sandbox_server.sandbox import AgentSandbox
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-
-
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` in a worker thread of its own limiter: the caller's lane or limiter bounds it."""
-    return await anyio.to_thread.run_sync(lambda: fn(*args), limiter=anyio.CapacityLimiter(1))
 
 
 def big_body(request: Request) -> bool:

@@ -40,10 +40,13 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 # the persistent shell's loop: read "<nonce>\0<stdin path>\0<command>\0" on fd 60, eval the command
-# in the shell itself (cd/export/functions persist) without fds 60/61, answer "<nonce> $?" on fd 61
+# in the shell itself (cd/export/functions persist) without fds 60/61, answer "<nonce> $?" on fd 61.
+# `jobs` first, to nowhere: bash reports a background job killed by a signal ("Killed") at its next
+# chance, which would be inside the next command; the agent kills a command's leftovers after it
+# ends, so that report belongs to no command
 SHELL_LOOP = (
     "while builtin read -r -d '' __agentrl_n <&60 && builtin read -r -d '' __agentrl_in <&60 "
-    "&& builtin read -r -d '' __agentrl_cmd <&60; do "
+    "&& builtin read -r -d '' __agentrl_cmd <&60; do builtin jobs >/dev/null 2>&1; "
     'builtin eval "$__agentrl_cmd" <"$__agentrl_in" 60<&- 61>&-; '
     'builtin printf "%s %d\\n" "$__agentrl_n" "$?" >&61; done'
 )
@@ -75,6 +78,7 @@ class Capture:
     """Keeps the first and last `cap // 2` bytes of a stream and counts all of it."""
 
     def __init__(self, cap):
+        self.cap = cap
         self.half = max(cap // 2, 1)
         self.head = bytearray()
         self.tail = bytearray()
@@ -92,20 +96,29 @@ class Capture:
                 del self.tail[: len(self.tail) - self.half]
 
     def text(self):
-        """The kept output as text, and whether some was left out. Head and tail take at most `cap`
-        bytes *as JSON*, escapes included (a control byte is 6 bytes there; the head at most half),
-        so a reply is bounded by the cap as the host receives it."""
+        """The kept output as text, and whether some was left out. All of it, the marker of what was
+        left out included, takes at most `cap` bytes *as JSON*, escapes included (a control byte is
+        6 bytes there), so a reply is bounded by the cap as the host receives it, and the text has
+        at most `cap` characters. A cap too small to spare the marker half of it keeps the head and
+        tail without one (`truncated` and the byte count still say what was left out)."""
         if len(self.tail) > self.half:
             del self.tail[: len(self.tail) - self.half]
         whole = bytes(self.head + self.tail)
-        if len(whole) == self.total and json_size(whole) <= 2 * self.half:
+        if len(whole) == self.total and json_size(whole) <= self.cap:
             return decode(whole), False  # all of it fits: no split between head and tail
-        head = fit_json(self.head, self.half, keep_end=False)
-        tail = fit_json(self.tail, 2 * self.half - json_size(head), keep_end=True)
+        # sized with the whole count's digits: the real count is never longer
+        room = self.cap - json_size(omitted_marker(self.total).encode())
+        if room < self.cap // 2:
+            room = self.cap
+        head = fit_json(self.head, room // 2, keep_end=False)
+        tail = fit_json(self.tail, room - json_size(head), keep_end=True)
         omitted = self.total - len(head) - len(tail)
-        if omitted > 0:
-            return decode(head) + f"\n...[{omitted} bytes omitted]...\n" + decode(tail), True
-        return decode(head) + decode(tail), False
+        marker = omitted_marker(omitted) if room < self.cap else ""
+        return decode(head) + marker + decode(tail), True
+
+
+def omitted_marker(omitted):
+    return f"\n...[{omitted} bytes omitted]...\n"
 
 
 def decode(data):

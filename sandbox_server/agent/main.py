@@ -35,7 +35,6 @@ import threading
 
 from agentrl_agent_commands import Commands  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: agent/__init__.py
 from agentrl_agent_files import (  # pyright: ignore[reportMissingImports]  # as above, sent along with this file
-    copy_file,
     extract,
     pack,
     read_file,
@@ -78,7 +77,7 @@ class Agent(Commands):
     # -- requests --------------------------------------------------------------------------------
     def op_write(self, req):
         data = base64.b64decode(req["data"])
-        as_user(write_file, req["path"], data, int(req.get("mode", 0o644)), bool(req.get("append")))
+        as_user(write_file, req["path"], data, int(req.get("mode", 0o644)))
         return {}
 
     def op_download(self, req):
@@ -132,7 +131,7 @@ class Agent(Commands):
         path = os.path.join(STATE_DIR, "stage-" + req["name"].replace("/", "_"))
         try:
             with open(path, "rb") as staged:
-                as_user(copy_file, staged, req["path"], int(req.get("mode", 0o644)))
+                as_user(write_file, req["path"], staged, int(req.get("mode", 0o644)))
         finally:
             os.unlink(path)
         return {}

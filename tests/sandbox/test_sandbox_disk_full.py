@@ -9,6 +9,7 @@ fills with a 2 MiB write."""
 from __future__ import annotations
 
 import io
+import random
 import tarfile
 from collections.abc import Iterator
 
@@ -87,3 +88,54 @@ def test_a_full_staging_directory_fails_the_upload_and_frees_what_it_staged():
             assert sandbox.exec("cat fits-*.bin | wc -c").stdout.strip() == str(3 * (3 << 19))
     finally:
         backend.close()
+
+
+def listing(sandbox) -> str:
+    """Every entry of the workspace, hidden ones (a temporary file left behind) included."""
+    return sandbox.exec("cd /workspace && find . -mindepth 1 | sort").stdout
+
+
+def test_a_refused_write_leaves_the_old_file_whole_or_no_file(client):
+    """Writes are atomic: a new file's bytes go to a temporary file beside it, renamed over the old one
+    only once all of them are written, so a write that finds no room changes nothing."""
+    old = random.Random(0).randbytes(14_000)
+    with client.create(disk_mb=1) as full:
+        full.write_file("keep.bin", old)
+        before = listing(full)
+        with pytest.raises(DiskFull):  # staged in chunks, then put in place
+            full.write_file("keep.bin", TWO_MIB)
+        with pytest.raises(DiskFull):
+            full.write_file("new/dir/new.bin", TWO_MIB)
+        # the workspace nearly full: a write of one call (not staged) finds no room either
+        full.exec("head -c 1000000 /dev/zero > fill")
+        with pytest.raises(DiskFull):
+            full.write_file("keep.bin", b"y" * 100_000)
+        with pytest.raises(DiskFull):
+            full.write_file("new.bin", b"y" * 100_000)
+        assert full.read_file("keep.bin") == old
+        assert before == "./keep.bin\n" and listing(full) == "./fill\n./keep.bin\n"
+        # and a write that fits replaces the file whole
+        full.exec("rm fill")
+        full.write_file("keep.bin", b"short")
+        assert full.read_file("keep.bin") == b"short"
+
+
+def test_a_refused_archive_leaves_nothing(client):
+    """An archive unpacks all or nothing: no folder, no member, no file it would have replaced."""
+    old = random.Random(1).randbytes(14_000)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("small.txt", b"fits"), ("keep.bin", b"new"), ("deep/big.bin", TWO_MIB)):
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    with client.create(disk_mb=1) as full:
+        full.write_file("keep.bin", old)
+        before = listing(full)
+        for target in ("unpacked", "."):
+            with pytest.raises(DiskFull):
+                full.put_archive(target, buf.getvalue())
+            assert listing(full) == before
+        assert full.read_file("keep.bin") == old
+        full.put_archive("unpacked", tar_of("keep.bin", b"new"))  # one that fits lands whole
+        assert full.read_file("unpacked/keep.bin") == b"new"

@@ -75,8 +75,9 @@ def test_huge_output_is_truncated_quickly(sandbox):
     assert result.status == "ok"
     assert result.truncated
     assert result.stdout_bytes == 200_000_000
-    assert result.stdout.startswith("x" * 500) and result.stdout.endswith("x" * 500)
-    assert "bytes omitted" in result.stdout
+    # head and tail share the cap with the marker between them
+    assert result.stdout.startswith("x" * 450) and result.stdout.endswith("x" * 450)
+    assert "bytes omitted" in result.stdout and len(result.stdout) <= 1000
     assert elapsed < 30  # no pipe stall until a time-out (the speed itself is in bench/sandbox.py)
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -51,6 +55,56 @@ def test_a_flood_of_execs_on_one_sandbox_starves_nothing(server):
         assert len(rest) == 8 and all(r.status_code in (404, 410) for r in rest), [r.text for r in rest]
         http.delete(f"{server.url}/v1/sandboxes/{other}")
         pool.shutdown()
+
+
+def test_a_caller_that_hangs_up_while_queued_is_counted_not_logged_as_a_crash(server, sandbox_url, caplog):
+    """Its call, given its turn, finds no one to read the body from: no "Exception in ASGI
+    application" traceback in the server's log, one `client_disconnected` in its metrics."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    url, sid = sandbox_url
+    uvicorn_log = logging.getLogger("uvicorn.error")  # uvicorn's own: it does not reach the root logger
+    uvicorn_log.addHandler(caplog.handler)
+    try:
+        metric = 'agentrl_errors_total{kind="client_disconnected"}'
+        before = metric_value(server.url, headers, metric)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            sleep = {"command": "sleep 2"}
+            busy = pool.submit(httpx.post, url + "/exec", json=sleep, headers=headers, timeout=30)
+            time.sleep(0.5)  # the sandbox's lane is taken: the next call waits its turn
+            body = json.dumps({"command": "echo never"}).encode()
+            head = (
+                f"POST /v1/sandboxes/{sid}/exec HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {server.token}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            with socket.create_connection(("127.0.0.1", server.port)) as caller:
+                caller.sendall(head.encode() + body)
+                time.sleep(0.3)
+            assert busy.result().json()["status"] == "ok"
+        deadline = time.monotonic() + 10
+        while metric_value(server.url, headers, metric) == before and not caplog.records:
+            assert time.monotonic() < deadline, "the queued call never ran"
+            time.sleep(0.05)
+        time.sleep(0.2)
+    finally:
+        uvicorn_log.removeHandler(caplog.handler)
+    assert [(r.getMessage(), r.exc_info) for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert metric_value(server.url, headers, metric) == before + 1
+
+
+@pytest.fixture
+def sandbox_url(server) -> Iterator[tuple[str, str]]:
+    headers = {"Authorization": f"Bearer {server.token}"}
+    sid = httpx.post(server.url + "/v1/sandboxes", json={}, headers=headers, timeout=60).json()["sandbox_id"]
+    yield f"{server.url}/v1/sandboxes/{sid}", sid
+    httpx.delete(f"{server.url}/v1/sandboxes/{sid}", headers=headers, timeout=60)
+
+
+def metric_value(url: str, headers: dict[str, str], name: str) -> float:
+    for line in httpx.get(url + "/metrics", headers=headers).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
 
 
 def test_max_sandboxes_is_exact_under_concurrency():

@@ -1,8 +1,11 @@
 """The server's memory is bounded by its settings, whatever requests carry: the largest allowed
-stdin, output and downloads on several sandboxes at once, against a real server process."""
+stdin (text, and bytes through every base64 field), output and downloads on several sandboxes at
+once, against a real server process."""
 
 from __future__ import annotations
 
+import base64
+import random
 import subprocess
 import sys
 import time
@@ -21,6 +24,10 @@ MAX_JSON_MB = MAX_OUTPUT_MB = 4
 MAX_REQUEST_MB = 24
 FILE_BYTES = 24_000_000  # under --max-request-mb: the largest download
 FLOOD_BYTES = 40_000_000  # ten times the output cap, each byte 6 bytes as JSON
+# the most bytes whose base64 fits in the body limit beside a few fields: every byte value, so the
+# text is the base64 of binary data, not of text
+BINARY = random.Random(0).randbytes(((MAX_JSON_MB << 20) - 1000) // 4 * 3)
+BINARY_B64 = base64.b64encode(BINARY).decode()
 
 
 def status_kb(pid: int, field: str) -> int:
@@ -34,7 +41,7 @@ def status_kb(pid: int, field: str) -> int:
 def serve(port: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "agentrl", "sandbox", "serve", "--port", str(port), "--pool-size", "4"]
     cmd += ["--max-json-mb", str(MAX_JSON_MB), "--max-output-mb", str(MAX_OUTPUT_MB), "--heavy-calls", "2"]
-    cmd += ["--max-request-mb", str(MAX_REQUEST_MB), "--tenant", "mem=tok:8"]
+    cmd += ["--max-request-mb", str(MAX_REQUEST_MB), "--tenant", "mem=tok:16"]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -69,6 +76,30 @@ def test_server_memory_stays_bounded_under_the_largest_requests(port):
             reply = http.post(f"/v1/sandboxes/{sid}/exec", json={"command": "wc -c", "stdin": stdin})
             assert reply.json()["stdout"] == f"{len(stdin)}\n", reply.text[:200]
 
+        def feed_bytes(sid: str) -> None:
+            reply = http.post(f"/v1/sandboxes/{sid}/exec", json={"command": "wc -c", "stdin_b64": BINARY_B64})
+            assert reply.json()["stdout"] == f"{len(BINARY)}\n", reply.text[:200]
+
+        def feed_bad_at_the_end(sid: str) -> None:
+            """The largest stdin_b64 that is not base64 by its last character: a clear 422."""
+            body = {"command": "wc -c", "stdin_b64": BINARY_B64[:-4] + "AAA!"}
+            reply = http.post(f"/v1/sandboxes/{sid}/exec", json=body)
+            assert reply.status_code == 422, reply.text[:300]
+            assert "stdin_b64 is not valid base64" in reply.text, reply.text[:300]
+
+        def create_with_bytes() -> None:
+            made = http.post("/v1/sandboxes", json={"files": {"blob": BINARY_B64}})
+            assert made.status_code == 200, made.text[:300]
+            sid = made.json()["sandbox_id"]
+            size = http.post(f"/v1/sandboxes/{sid}/exec", json={"command": "wc -c < blob"}).json()
+            assert size["stdout"] == f"{len(BINARY)}\n"
+            http.delete(f"/v1/sandboxes/{sid}")
+
+        def run_code_with_bytes() -> None:
+            body = {"code": "import os; print(os.path.getsize('blob'))", "files": {"blob": BINARY_B64}}
+            reply = http.post("/run_code", json=body).json()
+            assert reply["status"] == "Success" and reply["run_result"]["stdout"] == f"{len(BINARY)}\n", reply
+
         def flood(sid: str) -> None:
             flood = f"head -c {FLOOD_BYTES} /dev/zero | tr '\\0' '\\1'"
             body = {"command": flood, "max_output_bytes": MAX_OUTPUT_MB << 20, "mode": "oneshot"}
@@ -84,6 +115,8 @@ def test_server_memory_stays_bounded_under_the_largest_requests(port):
             assert size > FILE_BYTES if archive else size == FILE_BYTES
 
         jobs: list[tuple] = [(feed, sid) for sid in sids for _ in range(2)]
+        jobs += [(feed_bytes, sid) for sid in sids] + [(feed_bad_at_the_end, sid) for sid in sids]
+        jobs += [(create_with_bytes,), (create_with_bytes,), (run_code_with_bytes,), (run_code_with_bytes,)]
         jobs += [(flood, sid) for sid in sids for _ in range(2)]
         jobs += [(download, sid, archive) for sid in sids for archive in (False, True)]
         with ThreadPoolExecutor(len(jobs)) as pool:
