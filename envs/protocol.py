@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
@@ -38,6 +39,10 @@ CLUSTER_PATH = f"{API_PREFIX}/cluster"
 # the client key every agentrl client sends: an episode made with one is reachable only with it (or by
 # the operator's token), and `GET /v1/episodes` lists the caller's own (`agentrl.server.owners`)
 CLIENT_KEY_HEADER = "X-Agentrl-Client"
+MAX_CLIENT_KEY_CHARS = 128
+# a client key is 1 to 128 of these: compared whole, never cut, so two keys that differ anywhere
+# reach different episodes; a key outside the rule is refused (400), not mended
+CLIENT_KEY = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_CLIENT_KEY_CHARS}}}")
 MAX_REQUEST_ID_CHARS = 128
 MAX_BATCH = 1024
 MAX_FORKS = 64  # forks one request may ask for; capacity still bounds them all
@@ -65,6 +70,16 @@ class ErrorCode:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def check_client_key(key: str) -> str:
+    """`key` itself if it is a valid client key (`CLIENT_KEY`), else a ValueError saying why: the
+    server refuses such a request and a client refuses to be made with such a key."""
+    if CLIENT_KEY.fullmatch(key) is None:
+        shown = key if len(key) <= 40 else f"{key[:40]}... ({len(key)} characters)"
+        raise ValueError(f"invalid client key {shown!r}: a client key ({CLIENT_KEY_HEADER}) is 1 to "
+                         f"{MAX_CLIENT_KEY_CHARS} letters, digits, '.', '_', ':' or '-'")
+    return key
 
 
 def non_finite_path(value: Any) -> str | None:
@@ -113,6 +128,9 @@ class SpaceSpec(BaseModel):
 
 class EnvSpec(BaseModel):
     env_id: str
+    package: str | None = Field(None, description="The Python distribution that provides the env (for a "
+                                "client to pin), or null when no installed distribution owns its module.")
+    version: str | None = Field(None, description="That distribution's installed version.")
     available: bool = True
     reason: str | None = Field(None, description="Why the env cannot be built here, when unavailable.")
     action_space: SpaceSpec | None = None
@@ -149,6 +167,9 @@ class EpisodeCreated(BaseModel):
     env_id: str
     observation: str
     info: dict[str, Any]
+    idle_ttl_s: float | None = Field(
+        None, description="The server closes the episode once it has idled this long (no step or reset).")
+    max_age_s: float | None = Field(None, description="The server closes the episode at this age.")
 
 
 class ForkEpisode(_Model):
@@ -463,7 +484,9 @@ class UnknownEpisodeError(ServerError):
 class EpisodeEndedError(UnknownEpisodeError):
     """The episode was closed by a client (`episode_closed`) or expired (`episode_expired`): gone for
     good. Unlike an `unknown_episode`, which a cluster client takes for a lost server and replays,
-    this one is raised to the caller: a closed episode never comes back."""
+    this one is raised to the caller: a closed episode never comes back. A cluster client raises it
+    too (`episode_expired`) for an episode lost once, by its own clocks against the TTLs its server
+    answered at create, the episode may have expired (`agentrl.client.cluster`)."""
 
 
 class EpisodeOverError(ServerError, LocalEpisodeOverError):

@@ -11,9 +11,10 @@ id's entry point, read for what it declares (`operator_kwargs`, its tools).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from functools import partial
-from importlib import import_module
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache, partial
+from importlib import import_module, metadata
 from typing import Any
 
 import gymnasium as gym
@@ -26,6 +27,7 @@ ENV_ENTRY_POINTS: dict[str, str] = {
     "agentrl/Bash-v0": "agentrl.code_envs.bash_env:BashEnv",
     "agentrl/Code-v0": "agentrl.code_envs.code_env:CodeEnv",
     "agentrl/TauAirline-v0": "agentrl.tau_airline.env:TauAirlineEnv",
+    "agentrl/MCP-v0": "agentrl.mcp.env:MCPEnv",
 }
 ENV_IDS: tuple[str, ...] = tuple(ENV_ENTRY_POINTS)
 # id -> "module:function" building it, where its kwargs choose among classes
@@ -63,9 +65,84 @@ def make_env(env_id: str, base_url: str | None = None, **kwargs: Any) -> gym.Env
 
 
 def register_envs() -> None:
+    global _plugins_read
+    if not _plugins_read:
+        _plugins_read = True  # before registering: `register_env` comes back here
+        register_plugin_envs()
     for env_id in ENV_ENTRY_POINTS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=partial(make_env, env_id), disable_env_checker=False)
+
+
+# --- envs of other packages ---------------------------------------------------------------------
+# A package declares its envs in this entry-point group, one entry per id, `"me/Toy-v0" = "me.env:ToyEnv"`
+# (pyproject.toml's `[project.entry-points."agentrl.envs"]`). `import agentrl` registers the ids from
+# the installed packages' metadata alone: the env's module is imported only when the env is built.
+ENTRY_POINT_GROUP = "agentrl.envs"
+# id -> (distribution, version) of the ids registered from another package's entry point
+ENV_PACKAGES: dict[str, tuple[str, str]] = {}
+_plugins_read = False
+
+
+def register_plugin_envs() -> None:
+    """Register the ids the installed packages declare in the `agentrl.envs` group. An entry that
+    cannot be registered (not "module:Class", an id agentrl or another package already has) is
+    skipped with a warning naming it and its package: one broken package does not stop the others,
+    nor `import agentrl`."""
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = entry.dist
+        package = (dist.name, dist.version) if dist is not None else ("(unknown package)", "")
+        try:
+            if not entry.module or not entry.attr or entry.extras:
+                raise ValueError(f"{entry.value!r} is not a \"module:Class\" entry point")
+            register_env(entry.name, entry.value)
+        except ValueError as exc:
+            warnings.warn(f"agentrl: the env {entry.name!r} of the package {package[0]} {package[1]} "
+                          f"(entry point group {ENTRY_POINT_GROUP}) is not registered: {exc}",
+                          RuntimeWarning, stacklevel=2)
+            continue
+        ENV_PACKAGES[entry.name] = package
+
+
+def env_package(env_id: str) -> tuple[str | None, str | None]:
+    """The distribution that provides `env_id` and its version, for a client to pin: the package of
+    its entry point, else the one installing the top-level module of its class (agentrl's own for
+    agentrl's envs); (None, None) for a module no installed package owns (a script's)."""
+    if env_id in ENV_PACKAGES:
+        return ENV_PACKAGES[env_id]
+    top = ENV_ENTRY_POINTS[env_id].partition(":")[0].partition(".")[0]
+    for name in _distributions().get(top, ()):
+        return name, metadata.version(name)
+    return None, None
+
+
+def import_env_modules(names: Iterable[str]) -> list[str]:
+    """Import each module named (`agentrl serve --import`), one that registers envs with Gymnasium
+    as it is imported, and make the ids it registered agentrl's too (served, checked); the new ids.
+    An id registered by a function rather than a class is built by that function."""
+    new: list[str] = []
+    for name in names:
+        before = set(gym.registry)
+        import_module(name)
+        for env_id in sorted(set(gym.registry) - before):
+            new.append(env_id)
+            if env_id in ENV_ENTRY_POINTS:  # registered through `register_env`: agentrl's already
+                continue
+            entry_point: Any = gym.registry[env_id].entry_point
+            if callable(entry_point):
+                entry_point = f"{entry_point.__module__}:{getattr(entry_point, '__qualname__', '<unnamed>')}"
+            if not isinstance(entry_point, str) or ":" not in entry_point or "<" in entry_point:
+                raise ValueError(f"{name} registered {env_id} with the entry point {entry_point!r}, "
+                                 "not a \"module:Class\" agentrl can import again")
+            register_env(env_id, entry_point)
+    return new
+
+
+@cache
+def _distributions() -> Mapping[str, list[str]]:
+    """Top-level module -> the distributions installing it (reading every package's file list takes
+    a few tenths of a second: once per process)."""
+    return metadata.packages_distributions()
 
 
 def register_env(env_id: str, env_class: type[gym.Env] | str) -> None:

@@ -47,7 +47,7 @@ from agentrl.protocol import (
     encode_error,
     encode_results,
 )
-from agentrl.registration import load_env_class
+from agentrl.registration import env_package, load_env_class
 from agentrl.sandbox_server.openapi import allowed_methods
 from agentrl.server import collector, mux
 from agentrl.server.answers import ApiError
@@ -107,7 +107,14 @@ class GuardMiddleware:
                     response = _error_response(413, ErrorCode.BODY_TOO_LARGE,
                                                f"request body over the limit of {self.max_body} bytes")
                     return await response(scope, receive, send)
-        key = client_key(scope["headers"])
+        try:
+            key = client_key(scope["headers"])
+        except ValueError as exc:  # a key is compared whole: one that is not a key is refused, not cut
+            self.metrics.errors.labels(ErrorCode.INVALID_REQUEST).inc()
+            response = _error_response(400, ErrorCode.INVALID_REQUEST, str(exc))
+            if scope["type"] == "websocket":
+                return await _refuse_socket(scope, send, response)
+            return await response(scope, receive, send)
         # a server with no token authenticates no one (loopback only): every caller operates it, and
         # client keys, which only a token makes worth anything, are recorded but not enforced
         if self.token is None and self.operator_token is None:
@@ -235,13 +242,15 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 def _env_spec(env_id: str) -> dict[str, Any]:
     """What a client needs to know about an env, read from a default instance (built in a thread)."""
+    package, version = env_package(env_id)
     try:
         cls = load_env_class(env_id)
         env = cls()
     except Exception as exc:  # e.g. its module is not installed here, or it needs Docker
-        return {"env_id": env_id, "available": False, "reason": f"{type(exc).__name__}: {exc}"}
+        return {"env_id": env_id, "package": package, "version": version, "available": False,
+                "reason": f"{type(exc).__name__}: {exc}"}
     try:
-        spec: dict[str, Any] = {"env_id": env_id}
+        spec: dict[str, Any] = {"env_id": env_id, "package": package, "version": version}
         for name in ("action_space", "observation_space"):
             space = getattr(env, name)
             spec[name] = {"type": "text", "max_length": int(space.max_length),

@@ -18,6 +18,9 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--env", dest="env_ids", action="append", metavar="ENV_ID",
                    help="serve only this env id (repeatable); default: every registered env")
     p.add_argument("--default-env", help="env of OpenEnv WebSocket sessions at /ws that name none")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, a module that registers envs with Gymnasium, and serve them "
+                   "too (repeatable; packages declaring the entry point group agentrl.envs need none)")
     p.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV_VAR})")
     p.add_argument("--operator-token", help="a second bearer token that reaches and lists every client's "
                    f"episodes (default: ${OPERATOR_TOKEN_ENV_VAR})")
@@ -32,6 +35,11 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--no-ui", dest="ui", action="store_false", help="do not serve the page at /ui")
     p.add_argument("--holder", help="name heading every episode id this process creates, for routing "
                    f"by id (default: ${HOLDER_ENV_VAR}, else host name and port)")
+    p.add_argument("--state-dir", help="directory where the server keeps the ended episodes it remembers "
+                   "(a file per holder name), so a restarted server still answers them as ended "
+                   "(default: memory only; with --processes, a directory the cluster makes for its run)")
+    p.add_argument("--ended-memory", type=int, default=defaults.ended_memory, metavar="N",
+                   help="ended episodes remembered, each until it is past --max-age")
     p.add_argument("--processes", type=_processes, metavar="N|auto",
                    help="run N server processes (auto: one per core), each with its own loopback port; "
                    "this address then serves GET /v1/cluster, where clients find them (default: one "
@@ -74,6 +82,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_episodes=args.max_episodes,
         idle_ttl_s=args.idle_ttl, max_age_s=args.max_age, max_action_chars=args.max_action_chars,
         workers=args.workers, env_kwargs=dict(args.env_kwargs), ui=args.ui, holder=args.holder,
+        state_dir=args.state_dir, ended_memory=args.ended_memory,
     )
 
 
@@ -84,6 +93,18 @@ def serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(format="agentrl: %(message)s")
     logging.getLogger("agentrl.server").setLevel(logging.INFO)
+    if args.imports:
+        from agentrl.registration import import_env_modules
+
+        if args.processes is not None or args.ray:  # each child would have to import them too
+            print("agentrl serve: --import serves from this process only; with --processes or --ray, "
+                  "declare the envs in the agentrl.envs entry point group, which every process reads")
+            return 2
+        try:
+            import_env_modules(args.imports)
+        except ValueError as exc:
+            print(f"agentrl serve: {exc}")
+            return 2
     config = config_from_args(args)
     try:
         config.check()
