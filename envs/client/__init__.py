@@ -16,6 +16,7 @@ from agentrl.client.remote import (
     AsyncEnvClient,
     CapacityError,
     EnvClient,
+    EpisodeEndedError,
     EpisodeOverError,
     InvalidRequestError,
     RemoteEnv,
@@ -31,8 +32,8 @@ from agentrl.client.remote import (
 )
 
 __all__ = [
-    "AsyncEnvClient", "CapacityError", "ClusterUnreachableError", "EnvClient", "EpisodeLostError",
-    "EpisodeOverError", "InvalidRequestError", "RemoteEnv", "RemoteEnvError", "RetryPolicy", "ServerError",
-    "ShuttingDownError", "StepResult", "UnauthorizedError", "UnknownEnvError", "UnknownEpisodeError",
-    "error_from",
+    "AsyncEnvClient", "CapacityError", "ClusterUnreachableError", "EnvClient", "EpisodeEndedError",
+    "EpisodeLostError", "EpisodeOverError", "InvalidRequestError", "RemoteEnv", "RemoteEnvError",
+    "RetryPolicy", "ServerError", "ShuttingDownError", "StepResult", "UnauthorizedError", "UnknownEnvError",
+    "UnknownEpisodeError", "error_from",
 ]

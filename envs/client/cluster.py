@@ -18,8 +18,13 @@ the call that failed; the caller keeps the episode id it had and sees a slower c
 replay differs (a Bash-v0 or Code-v0 step whose output depends on the container, as listed in a
 fork's `fork_divergence`), the new episode is closed and the call raises `EpisodeLostError` naming
 the step, never carrying on in a different state. An episode its holder answers as closed or
-expired (`EpisodeEndedError`) is raised, never replayed: a closed episode does not come back. A
-create without a seed is given one drawn here, so that every episode can be replayed.
+expired (`EpisodeEndedError`) is raised, never replayed: a closed episode does not come back. Nor is
+one that may have ended, whatever its holder still remembers (a holder restarted, or one that forgot
+it): every create answers the server's idle TTL and max age, and the recipe keeps two clocks, from
+when the create and the last step, reset or fork were sent; an episode lost once it has idled past
+the TTL, or lived past the max age, by those clocks (never shorter than the server's) raises
+`EpisodeEndedError` (`episode_expired`) instead of being replayed. A create without a seed is given
+one drawn here, so that every episode can be replayed.
 
 The discovery URL serves only the map, so a client that has read it once carries on while the URL
 does not answer: it keeps the map it has (a holder gone meanwhile shows itself by its own calls) and
@@ -55,6 +60,7 @@ from agentrl.protocol import (
     EpisodeCreated,
     EpisodeEndedError,
     EpisodeStatus,
+    ErrorCode,
     HolderInfo,
     ServerError,
     ShuttingDownError,
@@ -229,6 +235,7 @@ class Router(ClientMap[HolderInfo]):
         while (name := (yield from self._next_holder(tried, failures, began))) is not None:
             tried |= {name}
             self.took(name)  # counted now: creates in flight spread too
+            sent = time.monotonic()
             got = yield self._url(name), call
             if isinstance(got, BaseException):
                 self.drop(name)
@@ -243,13 +250,14 @@ class Router(ClientMap[HolderInfo]):
                 body["env_id"], body["seed"], copy.deepcopy(body.get("options")),
                 copy.deepcopy(body.get("env_kwargs")), answer_digest(created),
                 name, created.episode_id)
+            self.recipes[created.episode_id].start_clocks(sent, created)
             return created
         raise lost
 
     def _on_episode(self, episode_id: str, recipe: Recipe, op: str | None,
                     call: Call[Any]) -> Generator[Request, CallOutcome, Any]:
         for attempt in range(MAX_REPLAY_TRIES + 1):
-            sent = time.perf_counter()
+            sent = time.monotonic()
             if recipe.holder in self.map:
                 got = yield self._url(recipe.holder), _retarget(call, episode_id, recipe.server_id)
             else:  # the cluster no longer lists its holder
@@ -263,6 +271,12 @@ class Router(ClientMap[HolderInfo]):
             if op == "close":  # closing an episode whose holder is gone: it is gone
                 self._forget(episode_id)
                 return True
+            if (why := recipe.may_have_ended(time.monotonic())) is not None:  # ended stays ended
+                self.stats.ended += 1
+                self._forget(episode_id)
+                raise EpisodeEndedError(404, ErrorCode.EPISODE_EXPIRED, f"episode {episode_id!r} is not "
+                                        f"answered by its server ({_loss_name(got)}) and may have expired: "
+                                        f"{why}; it is not replayed")
             if attempt == MAX_REPLAY_TRIES:
                 self.stats.lost += 1
                 self._forget(episode_id)
@@ -270,13 +284,16 @@ class Router(ClientMap[HolderInfo]):
             yield from self._replay(episode_id, recipe)
         if isinstance(got, BaseException):
             raise got
-        return self._record(episode_id, recipe, op, call, got, time.perf_counter() - sent)
+        return self._record(episode_id, recipe, op, call, got, sent)
 
     def _record(self, episode_id: str, recipe: Recipe, op: str | None, call: Call[Any], got: Any,
-                seconds: float) -> Any:
-        """Note a call's answer in the episode's recipe (a step with the `seconds` it took)."""
+                sent: float) -> Any:
+        """Note a call's answer in the episode's recipe (a step with the seconds it took since it
+        was `sent`, `time.monotonic()`), and a use in its clocks."""
+        if op in ("step", "reset", "fork"):  # what the server counts as a use of the episode
+            recipe.used_at = sent
         if op == "step":
-            recipe.ops.append(("step", call.body["action"], seconds,  # type: ignore[index]  # a step call has a body
+            recipe.ops.append(("step", call.body["action"], time.monotonic() - sent,  # type: ignore[index]  # a step call has a body
                                answer_digest(got)))
         elif op == "reset":
             body = call.body or {}
@@ -287,8 +304,9 @@ class Router(ClientMap[HolderInfo]):
             self._forget(episode_id)
         elif op == "fork":
             for child in got:
-                self.recipes[child.episode_id] = dataclasses.replace(
+                made = self.recipes[child.episode_id] = dataclasses.replace(
                     recipe, server_id=child.episode_id, ops=list(recipe.ops))
+                made.start_clocks(sent, child)  # a fork's clocks start at its fork
                 self.took(recipe.holder)
         elif isinstance(got, EpisodeStatus):
             got = got.model_copy(update={"episode_id": episode_id})
@@ -321,6 +339,7 @@ class Router(ClientMap[HolderInfo]):
         while (name := (yield from self._next_holder(tried, failures + 1, began))) is not None:
             tried |= {name}
             self.took(name)
+            sent = time.monotonic()
             try:
                 replayed = yield from self._replay_on(name, episode_id, recipe, creates)
             finally:
@@ -328,7 +347,8 @@ class Router(ClientMap[HolderInfo]):
             if replayed is not None:
                 self.drop(old_holder)
                 self.took(name)
-                recipe.holder, recipe.server_id = name, replayed
+                recipe.holder, recipe.server_id = name, replayed.episode_id
+                recipe.start_clocks(sent, replayed)  # its new holder's clocks, and TTLs
                 self.stats.episodes += 1
                 self.stats.steps += recipe.steps()
                 self.stats.seconds += time.perf_counter() - started
@@ -365,8 +385,8 @@ class Router(ClientMap[HolderInfo]):
                 failures += 1
 
     def _replay_on(self, name: str, episode_id: str, recipe: Recipe,
-                   creates: list[float]) -> Generator[Request, CallOutcome, str | None]:
-        """The new episode's id on `name`, or None if `name` was lost meanwhile; raises
+                   creates: list[float]) -> Generator[Request, CallOutcome, EpisodeCreated | None]:
+        """The new episode's create answer on `name`, or None if `name` was lost meanwhile; raises
         `EpisodeLostError` where an answer differs from the one the caller received. The seconds
         its create took are appended to `creates`.
 
@@ -384,7 +404,8 @@ class Router(ClientMap[HolderInfo]):
             return None
         if isinstance(got, BaseException):
             raise got
-        new_id = got.episode_id
+        made: EpisodeCreated = got
+        new_id = made.episode_id
         if (digest := answer_digest(got)) != recipe.first:
             yield from self._differs(url, episode_id, new_id, recipe, "its first answer", digest,
                                      recipe.first)
@@ -404,7 +425,7 @@ class Router(ClientMap[HolderInfo]):
                 if (digest := answer_digest(got)) != op[-1]:
                     what = op_name(op, step)
                     yield from self._differs(url, episode_id, new_id, recipe, what, digest, op[-1])
-        return new_id
+        return made
 
     def _differs(self, url: str, episode_id: str, new_id: str, recipe: Recipe, what: str,
                  got: tuple[Any, ...], want: tuple[Any, ...]) -> Generator[Request, CallOutcome, None]:
@@ -421,6 +442,13 @@ def _is_loss(got: CallOutcome) -> bool:
     if isinstance(got, httpx.TransportError | ShuttingDownError):
         return True
     return isinstance(got, UnknownEpisodeError) and got.code == "unknown_episode"
+
+
+def _loss_name(got: CallOutcome) -> str:
+    """A loss (`_is_loss`) as an error names it."""
+    if isinstance(got, ServerError):
+        return got.code
+    return type(got).__name__
 
 
 def _retarget(call: Call[Any], episode_id: str, server_id: str) -> Call[Any]:

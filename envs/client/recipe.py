@@ -47,7 +47,13 @@ class Recipe:
     """What re-creates one live episode: how it was made, and each reset and step since, with a
     digest of what each answered (`ops`: ("reset", seed, options, digest) or ("step", action,
     seconds, digest), where seconds is how long the step's call took, which bounds its replay's
-    batches)."""
+    batches).
+
+    Its clocks say whether the server may have ended it: `made_at` and `used_at` are when the
+    create, and the last call that the server counts as a use (a step, a reset, a fork), were sent
+    (`time.monotonic()`), each no later than the server's own clock started, so this client's idle
+    time and age are never shorter than the server's; `idle_ttl_s` and `max_age_s` are the TTLs its
+    holder answered (None: a server that states none)."""
 
     env_id: str
     seed: int
@@ -57,9 +63,28 @@ class Recipe:
     holder: str
     server_id: str
     ops: list[tuple[Any, ...]] = field(default_factory=list)
+    made_at: float = 0.0
+    used_at: float = 0.0
+    idle_ttl_s: float | None = None
+    max_age_s: float | None = None
 
     def steps(self) -> int:
         return sum(op[0] == "step" for op in self.ops)
+
+    def start_clocks(self, sent: float, made: EpisodeCreated) -> None:
+        """Its clocks from a create (or fork, or replay) sent at `sent` that answered `made`."""
+        self.made_at = self.used_at = sent
+        self.idle_ttl_s, self.max_age_s = made.idle_ttl_s, made.max_age_s
+
+    def may_have_ended(self, now: float) -> str | None:
+        """Why its server may have ended it by `now` (idle past its TTL, or older than its max age),
+        or None where it cannot have: its server closed it whatever the server still remembers."""
+        idle, age = now - self.used_at, now - self.made_at
+        if self.idle_ttl_s is not None and idle > self.idle_ttl_s:
+            return f"idle {idle:.1f} s, past its server's idle TTL of {self.idle_ttl_s:g} s"
+        if self.max_age_s is not None and age > self.max_age_s:
+            return f"{age:.1f} s old, past its server's max age of {self.max_age_s:g} s"
+        return None
 
 
 @dataclass
@@ -73,6 +98,7 @@ class ReplayStats:
     seconds: float = 0.0
     create_seconds: float = 0.0  # within `seconds`
     lost: int = 0  # episodes that could not be replayed (`EpisodeLostError`)
+    ended: int = 0  # lost episodes not replayed: by this client's clocks their server may have ended them
     map_misses: int = 0  # reads of the map that failed while the map already known was kept
 
 

@@ -34,7 +34,7 @@ from agentrl.client.wire import (
     _settled,
     _url,
     _Wire,
-    new_client_key,
+    own_client_key,
 )
 from agentrl.core import StepResult, TextSpace
 from agentrl.protocol import (
@@ -42,6 +42,7 @@ from agentrl.protocol import (
     CapacityError,
     EnvSpec,
     EpisodeCreated,
+    EpisodeEndedError,
     EpisodeForked,
     EpisodeOverError,
     EpisodeStatus,
@@ -59,9 +60,9 @@ from agentrl.protocol import (
 
 MAX_FRAME_BYTES = 64 * 2**20  # the largest reply the client accepts on its step channel
 __all__ = [  # the errors are the protocol's, raised here
-    "AsyncEnvClient", "CapacityError", "EnvClient", "EpisodeOverError", "InvalidRequestError", "RemoteEnv",
-    "RemoteEnvError", "RetryPolicy", "ServerError", "ShuttingDownError", "StepResult", "UnauthorizedError",
-    "UnknownEnvError", "UnknownEpisodeError", "error_from",
+    "AsyncEnvClient", "CapacityError", "EnvClient", "EpisodeEndedError", "EpisodeOverError",
+    "InvalidRequestError", "RemoteEnv", "RemoteEnvError", "RetryPolicy", "ServerError", "ShuttingDownError",
+    "StepResult", "UnauthorizedError", "UnknownEnvError", "UnknownEpisodeError", "error_from",
 ]
 
 
@@ -80,7 +81,7 @@ class EnvClient(contextlib.AbstractContextManager["EnvClient"]):
                  retry: RetryPolicy | None = None, http: httpx.Client | None = None,
                  client_key: str | None = None):
         self.retry = retry or RetryPolicy()
-        self.client_key = client_key or new_client_key()
+        self.client_key = own_client_key(client_key)
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
             from agentrl.client.cluster_routes import SyncRoutes
@@ -185,7 +186,7 @@ class AsyncEnvClient(contextlib.AbstractAsyncContextManager["AsyncEnvClient"]):
                  retry: RetryPolicy | None = None, max_connections: int = 256,
                  http: httpx.AsyncClient | None = None, client_key: str | None = None):
         self.retry = retry or RetryPolicy()
-        self.client_key = client_key or new_client_key()
+        self.client_key = own_client_key(client_key)
         self.cluster = None
         if is_cluster_url(base_url):  # imported here: only a cluster's client needs its routing
             from agentrl.client.cluster_routes import AsyncRoutes

@@ -30,6 +30,7 @@ from agentrl.protocol import (
     EpisodeForked,
     EpisodeStatus,
     ServerError,
+    check_client_key,
     dumps,
     error_from,
     loads,
@@ -216,6 +217,12 @@ def _url(http: httpx.Client | httpx.AsyncClient, path: str) -> str:
 def new_client_key() -> str:
     """A client's key (`CLIENT_KEY_HEADER`): 128 random bits, so no other client can guess it."""
     return secrets.token_hex(16)
+
+
+def own_client_key(given: str | None) -> str:
+    """A client's key: `given`, refused with a ValueError where a server would refuse it
+    (`agentrl.protocol.check_client_key`), or a new one (`new_client_key`) where none is given."""
+    return new_client_key() if given is None else check_client_key(given)
 
 
 def _headers(token: str | None, client_key: str) -> dict[str, str]:

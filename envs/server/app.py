@@ -267,6 +267,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     config = config or ServerConfig()
     metrics = Metrics()
     registry = EpisodeRegistry(config, metrics)
+    metrics.watch_holder(config.resolved_holder(), lambda: registry.live, registry.dispatch.queued)
     spec_cache: dict[str, dict[str, Any]] = {}
 
     @asynccontextmanager

@@ -55,6 +55,11 @@ class ServerConfig:
     holder: str | None = None
     # the page at /ui (play, watch, read episodes; same auth as the API)
     ui: bool = True
+    # where this server keeps what must outlive its process: the ended episodes it remembers
+    # (`agentrl.server.ended`), so that a restarted holder still answers them as ended; None: in memory
+    state_dir: str | None = None
+    # ended episodes remembered (about 150 bytes each), each until it is past `max_age_s`
+    ended_memory: int = 65_536
 
     def resolved_token(self) -> str | None:
         return self.token or os.environ.get(TOKEN_ENV_VAR) or None
@@ -78,3 +83,5 @@ class ServerConfig:
             raise ValueError("max_episodes and workers must be at least 1")
         if self.idle_ttl_s <= 0 or self.max_age_s <= 0 or self.reap_interval_s <= 0:
             raise ValueError("idle_ttl_s, max_age_s and reap_interval_s must be positive")
+        if self.ended_memory < 0:
+            raise ValueError("ended_memory must be at least 0")

@@ -14,7 +14,10 @@ resets and closes run the same way: each operation is written once (`agentrl.ser
 and run by one runner, at once on the loop (`now`) or in a task (`later`).
 
 An episode id names the server process holding the episode (`<holder>.<random hex>`), so that
-whatever spreads episodes over several processes can route each request by its id alone.
+whatever spreads episodes over several processes can route each request by its id alone. An episode
+that ended stays ended: the server remembers it (`agentrl.server.ended`, on disk with a state
+directory) and tells its client so, and every create answers the TTLs, by which a cluster client
+knows an episode that may have ended from one whose server was lost.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import logging
 import math
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -46,12 +48,12 @@ from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
 from agentrl.server.answers import ENDED, ApiError, Remembered, ended, gone
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor, run_in_order
+from agentrl.server.ended import KEEP_PAST_AGE_S, Ended, EndedEpisodes, memory_path
 from agentrl.server.metrics import Metrics
 from agentrl.server.operations import Close, Create, Operation, Reset, Step, Stepped
-from agentrl.server.owners import CALLER
+from agentrl.server.owners import CALLER, key_digest
 from agentrl.server.transcript import RecentlyClosed, WatchTranscript
 
-ENDED_KEPT = 65_536  # closed episodes whose ids are remembered with why (about 100 bytes each)
 log = logging.getLogger("agentrl.server")
 StepOutcome = Stepped | ApiError  # what a step is answered with
 T = TypeVar("T")
@@ -75,6 +77,8 @@ class LiveEpisode:
     closed: bool = False
     end_reason: str | None = None  # why it was closed (`EpisodeRegistry.close`'s reason)
     owner: str | None = None  # the client key it was made with (`agentrl.server.owners`)
+    # the server's TTLs, as its create answers them (one dict, `EpisodeRegistry.lifetimes`, shared)
+    lifetimes: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     step_kind: str = field(init=False)  # the dispatcher's name for this env's steps, made once
     transcript: WatchTranscript = field(default_factory=WatchTranscript)  # GET .../transcript, /ui
@@ -83,8 +87,9 @@ class LiveEpisode:
         self.step_kind = f"{self.env_id}:step"
 
     def answer(self, first: dict[str, Any]) -> dict[str, Any]:
-        """The `EpisodeCreated` answer of a create or reset that returned `first`."""
-        return {"episode_id": self.episode_id, "env_id": self.env_id, **first}
+        """The `EpisodeCreated` answer of a create or reset that returned `first`, with the server's
+        TTLs (`lifetimes`)."""
+        return {"episode_id": self.episode_id, "env_id": self.env_id, **first, **self.lifetimes}
 
     def check_open(self, when_over: str) -> None:
         """Raise the answer to a call that needs the episode running: a 404 once it is closed, a
@@ -115,14 +120,17 @@ class EpisodeRegistry:
         self._prefix = self.holder + "."
         self.shutting_down = False
         self._starting = 0
-        self.creates = Remembered(config.max_episodes)  # request_id -> the answer
+        self.creates = Remembered(config.max_episodes)  # (client key, request_id) -> the answer
         self._reserved: dict[str, frozenset[str]] = {}  # env id -> the constructor arguments of its operator
-        self.closes = Remembered(config.max_episodes)  # (episode, request_id) -> True
+        self.closes = Remembered(config.max_episodes)  # (client key, episode, request_id) -> True
         self._reaper: asyncio.Task | None = None
         self.recently_closed = RecentlyClosed()
-        # episode id -> why it was closed, for the last ENDED_KEPT: a later call on one is told it was
-        # closed or expired (`answers.ended`), not that it is unknown, which a cluster client replays
-        self._ended: OrderedDict[str, str] = OrderedDict()
+        # the episodes it ended: a later call on one is told it was closed or expired (`answers.ended`),
+        # not that it is unknown, which a cluster client replays
+        path = memory_path(config.state_dir, self.holder) if config.state_dir else None
+        self.ended = EndedEpisodes(config.ended_memory, path)
+        # what every create and reset answers: how long its episode may idle and live here
+        self.lifetimes = {"idle_ttl_s": config.idle_ttl_s, "max_age_s": config.max_age_s}
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -136,6 +144,7 @@ class EpisodeRegistry:
         live = list(self.episodes)
         await asyncio.gather(*(self.close(eid, "shutdown") for eid in live))
         self.dispatch.shutdown()
+        self.ended.close()
         log.info("closed %d episodes on shutdown", len(live))
 
     async def _reap_forever(self) -> None:
@@ -153,6 +162,7 @@ class EpisodeRegistry:
             elif now - ep.last_used > self.config.idle_ttl_s and not ep.lock.locked():
                 doomed.append((ep.episode_id, "idle"))
         await asyncio.gather(*(self.close(eid, why) for eid, why in doomed))
+        self.ended.forget_old(time.time())
         return len(doomed)
 
     @property
@@ -176,7 +186,10 @@ class EpisodeRegistry:
             if dot and holder != self.holder:
                 raise ApiError(404, ErrorCode.UNKNOWN_EPISODE, f"episode {episode_id!r} is held by "
                                f"{holder!r}, not by this server ({self.holder!r}): route it by its id")
-            raise ended(episode_id, self._ended.get(episode_id))
+            gone_for_good = self.ended.get(episode_id)
+            if gone_for_good is None or not CALLER.get().reaches_ended(gone_for_good.owner):
+                raise ended(episode_id, None)  # to anyone but its client, as if it never existed
+            raise ended(episode_id, gone_for_good.reason)
         return ep
 
     def check_capacity(self, n: int) -> None:
@@ -201,7 +214,7 @@ class EpisodeRegistry:
         """An episode of `env`, under a new id of this holder, not live yet (see `admit`)."""
         episode_id = self._prefix + os.urandom(16).hex()  # a UUID4's 128 random bits, without building one
         return LiveEpisode(episode_id, env_id, env, seed, Remembered(self.config.idempotency_window),
-                       owner=CALLER.get().key)
+                           owner=CALLER.get().key, lifetimes=self.lifetimes)
 
     def admit(self, ep: LiveEpisode) -> None:
         """Make a built episode live."""
@@ -350,7 +363,7 @@ class EpisodeRegistry:
                 self.get(episode_id)  # closed meanwhile: the 404 that says so
             return True
 
-        key = None if request_id is None else (episode_id, request_id)
+        key = None if request_id is None else (CALLER.get().key, episode_id, request_id)
         await self.closes.once(key, run)
 
     def close_now(self, item: CloseCall, busy: Container[str] = ()) -> bytes | None:
@@ -359,7 +372,7 @@ class EpisodeRegistry:
         ep = self._idle(item.episode_id, busy)
         if ep is None:
             return None
-        key = None if item.request_id is None else (item.episode_id, item.request_id)
+        key = None if item.request_id is None else (CALLER.get().key, item.episode_id, item.request_id)
         op = Close(self, ep, "client", key)
         if not self.runs_now(op):
             return None
@@ -433,10 +446,9 @@ class EpisodeRegistry:
             # why, from the moment it is no longer live: a call that finds it gone while its close
             # waits for a step to finish is told it was closed, not that it is unknown
             ep.end_reason = reason
-            if reason in ENDED:
-                self._ended[episode_id] = reason
-                while len(self._ended) > ENDED_KEPT:
-                    self._ended.popitem(last=False)
+            if reason in ENDED:  # kept until its age is past the max: then a client's own clocks tell
+                forget_at = time.time() + self.config.max_age_s - (time.monotonic() - ep.created)
+                self.ended.add(episode_id, Ended(reason, key_digest(ep.owner), forget_at + KEEP_PAST_AGE_S))
             self.metrics.live_episodes.set(self.live)
             self.metrics.episodes_closed.labels(reason).inc()
         return ep

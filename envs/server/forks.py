@@ -33,6 +33,7 @@ from agentrl.protocol import (
 )
 from agentrl.server.answers import ApiError, Remembered, env_raised, gone
 from agentrl.server.episodes import EpisodeRegistry, LiveEpisode
+from agentrl.server.owners import CALLER
 
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -65,7 +66,8 @@ class Forks:
 
     def __init__(self, registry: EpisodeRegistry) -> None:
         self.registry = registry
-        self._requests = Remembered(registry.config.max_episodes)  # (parent, request_id) -> forks made
+        # (client key, parent, request_id) -> forks made
+        self._requests = Remembered(registry.config.max_episodes)
 
     async def fork(self, episode_id: str, n: int, request_id: str | None = None) -> list[dict[str, Any]]:
         """n new episodes in `episode_id`'s state; each item is an `EpisodeForked`."""
@@ -73,7 +75,7 @@ class Forks:
         if registry.shutting_down:
             raise ApiError(503, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
         parent = registry.get(episode_id)
-        key = None if request_id is None else (episode_id, request_id)
+        key = None if request_id is None else (CALLER.get().key, episode_id, request_id)
         return await self._requests.once(key, lambda: self._make(parent, n))
 
     async def _make(self, parent: LiveEpisode, n: int) -> list[dict[str, Any]]:
@@ -90,7 +92,7 @@ class Forks:
                 children = [self._child(parent, env) for env in envs]
             for child in children:
                 registry.admit(child)
-        return [{"episode_id": child.episode_id, "env_id": child.env_id, **latest,
+        return [{"episode_id": child.episode_id, "env_id": child.env_id, **latest, **registry.lifetimes,
                  "parent_id": parent.episode_id, "turns": child.turns} for child in children]
 
     def _child(self, parent: LiveEpisode, env: Any) -> LiveEpisode:

@@ -21,6 +21,7 @@ from agentrl.core import StepResult
 from agentrl.protocol import encode_step
 from agentrl.registration import make_env
 from agentrl.server.answers import ApiError, Remembered, env_raised, gone, reset_failed, start_failed
+from agentrl.server.owners import CALLER
 from agentrl.server.transcript import ClosedEpisode
 
 if TYPE_CHECKING:
@@ -70,7 +71,9 @@ class Create(Operation[First]):
                  request_id: str | None) -> None:
         self.registry, self.env_id, self.seed, self.options = registry, env_id, seed, options
         self.requested, self.env_kwargs = env_kwargs or {}, {}
-        self.kind, self.memory, self.key = f"{env_id}:create", registry.creates, request_id
+        self.kind, self.memory = f"{env_id}:create", registry.creates
+        # remembered per client: another client's create with the same request id is a create of its own
+        self.key = None if request_id is None else (CALLER.get().key, request_id)
 
     def prepare(self) -> None:
         self.env_kwargs = self.registry.env_kwargs(self.env_id, self.requested)

@@ -13,19 +13,24 @@ token at all (loopback only) authenticates no one and takes every caller for the
 caller asserts of itself protects nothing without a token, and whoever can reach such a server can
 read the process anyway. Isolation holds wherever a token does.
 
+A key is compared whole: one outside the rule of `agentrl.protocol.CLIENT_KEY` (1 to 128 letters,
+digits, `.`, `_`, `:` or `-`) is refused with a 400, never cut or mended, so two keys that differ
+anywhere reach different episodes. What the server remembers of an ended episode holds a digest of
+its key (`key_digest`), not the key, and tells only a caller who reaches it that it ended.
+
 The caller is set once per request or WebSocket by the guard (`GuardMiddleware`) in a context
 variable, which every task the request starts inherits; checking it costs a lookup and a compare.
 """
 
 from __future__ import annotations
 
+import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from agentrl.protocol import CLIENT_KEY_HEADER
+from agentrl.protocol import CLIENT_KEY_HEADER, check_client_key
 
 CLIENT_HEADER = CLIENT_KEY_HEADER.lower().encode()
-MAX_KEY_CHARS = 128
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,11 @@ class Caller:
         """Whether this caller may reach an episode created with client key `owner`."""
         return owner is None or self.operator or owner == self.key
 
+    def reaches_ended(self, owner_digest: str | None) -> bool:
+        """Whether this caller may hear how an ended episode made with a key of digest
+        `owner_digest` (`key_digest`) ended; anyone else is answered as if it never existed."""
+        return owner_digest is None or self.operator or owner_digest == key_digest(self.key)
+
     def lists(self, owner: str | None) -> bool:
         """Whether this caller's episode list shows an episode created with client key `owner`."""
         return self.operator or owner == self.key
@@ -49,8 +59,17 @@ CALLER: ContextVar[Caller] = ContextVar("agentrl_caller", default=ANYONE)
 
 
 def client_key(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The request's client key, cut to `MAX_KEY_CHARS` (a key is an opaque random string)."""
+    """The request's client key (None: it sends none); a ValueError saying why where the key is
+    not a valid one (`agentrl.protocol.check_client_key`)."""
     for name, value in headers:
         if name == CLIENT_HEADER:
-            return value.decode("latin-1")[:MAX_KEY_CHARS] or None
+            return check_client_key(value.decode("latin-1"))
     return None
+
+
+def key_digest(key: str | None) -> str | None:
+    """What stays of a client key where it is kept past its episode (the memory of ended episodes,
+    on disk too): a digest that tells one key from another and gives no key away."""
+    if key is None:
+        return None
+    return hashlib.blake2b(key.encode(), digest_size=16, person=b"agentrl-owner").hexdigest()

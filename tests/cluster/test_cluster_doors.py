@@ -1,5 +1,6 @@
-"""The cluster's doors: its map, scale-up and drain refuse a caller without the token, and a holder
-that answers a replay otherwise than the episode's own holder did is refused, not carried on.
+"""The cluster's doors: its map, scale-up and drain refuse a caller without the token and open to the
+operator's token, and a holder that answers a replay otherwise than the episode's own holder did is
+refused, not carried on.
 
 A server off loopback must have a token (`ServerConfig.check`, tested in tests/server); these tests
 bind loopback only, with a token required, as an address served off loopback is."""
@@ -20,6 +21,7 @@ from agentrl.client.cluster import EpisodeLostError
 
 pytestmark = pytest.mark.slow
 TOKEN = "doors-token"
+OPERATOR = "doors-operator"
 ECHO_HI = '<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>'
 
 
@@ -41,6 +43,24 @@ def test_map_add_and_drain_need_the_token():
             created = client.create_episode(ECHO, seed=1)
             assert "hi" in client.step(created.episode_id, ECHO_HI).observation
         assert httpx.post(drain, headers=made.headers).json()["state"] == "draining"
+    finally:
+        made.stop()
+
+
+def test_the_operator_token_opens_the_cluster_address():
+    """The operator reads the map and drives a cluster client at the address, as on each holder."""
+    made = ServedCluster("processes", 1, (ECHO,), ("--token", TOKEN, "--operator-token", OPERATOR))
+    made.headers = {"Authorization": f"Bearer {OPERATOR}"}
+    try:
+        (holder,) = made.wait_up(1)
+        assert holder["state"] == "up"
+        with EnvClient(made.discovery, token=TOKEN) as client, \
+                EnvClient(made.discovery, token=OPERATOR) as operator:
+            theirs = client.create_episode(ECHO, seed=1).episode_id
+            mine = operator.create_episode(ECHO, seed=2).episode_id
+            assert "hi" in operator.step(theirs, ECHO_HI).observation  # the operator reaches any episode
+            assert "hi" in operator.step(mine, ECHO_HI).observation
+            assert operator.close_episode(theirs) is True
     finally:
         made.stop()
 

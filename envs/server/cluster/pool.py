@@ -76,10 +76,19 @@ class AddHolders(BaseModel):
     n: int = Field(1, ge=1, le=MAX_ADD, description="How many holders to add.")
 
 
-def cluster_app(pool: cluster_holders.HolderPool[HolderInfo], count: int, token: str | None) -> FastAPI:
+class DrainHolder(BaseModel):
+    within_s: float | None = Field(None, ge=0, le=86_400, description=(
+        "Stop the holder this many seconds from now even if it still holds episodes (their clients "
+        "replay them on the other holders); none: once its last episode is closed or expires."))
+
+
+def cluster_app(pool: cluster_holders.HolderPool[HolderInfo], count: int, token: str | None,
+                operator_token: str | None = None) -> FastAPI:
     """The address a cluster is given: discovery (`GET /v1/cluster`), scale-up and drain.
 
-    It starts `count` holders when it starts serving, and stops every holder when it stops.
+    It starts `count` holders when it starts serving, and stops every holder when it stops. It takes
+    the holders' tokens: the API token, and the operator token, with which an operator reads the map
+    and drives a cluster client as on each holder.
     """
 
     app = FastAPI(title="agentrl cluster", version=__version__, lifespan=lifespan(pool, count),
@@ -102,10 +111,11 @@ def cluster_app(pool: cluster_holders.HolderPool[HolderInfo], count: int, token:
         return ClusterMap(holders=await pool.add(req.n))
 
     @app.post(f"{CLUSTER_PATH}/holders/{{holder}}/drain", response_model=HolderInfo)
-    async def drain(holder: str) -> HolderInfo:
-        return await pool.drain(holder)
+    async def drain(holder: str, req: DrainHolder | None = None) -> HolderInfo:
+        return await pool.drain(holder, None if req is None else req.within_s)
 
-    app.add_middleware(GuardMiddleware, token=token, max_body_bytes=1 << 16, metrics=Metrics())
+    app.add_middleware(GuardMiddleware, token=token, max_body_bytes=1 << 16, metrics=Metrics(),
+                       operator_token=operator_token)
     return app
 
 

@@ -12,6 +12,7 @@ is the cluster kit's (`agentrl.cluster.supervisor`), shared with `agentrl sandbo
 from __future__ import annotations
 
 import sys
+import tempfile
 from dataclasses import replace
 
 from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
@@ -37,6 +38,9 @@ def serve_args(config: ServerConfig, log_level: str) -> list[str]:
         args += ["--env-kwargs", f"{env_id}={dumps(kwargs).decode()}"]
     if config.holder:
         args += ["--holder", config.holder]
+    if config.state_dir:
+        args += ["--state-dir", config.state_dir]
+    args += ["--ended-memory", str(config.ended_memory)]
     if not config.ui:
         args.append("--no-ui")
     return args
@@ -51,8 +55,18 @@ class ProcessPool(ProcessHolders[HolderInfo]):
         settings = pool_settings(config.resolved_token(), environment)
         super().__init__(HolderInfo, settings, self._command, host=config.host,
                          base_name=config.resolved_holder(), stop_timeout_s=STOP_TIMEOUT_S)
+        # a holder restarted under its name reads what it ended from here: a directory of this run's
+        # where the operator gave none
+        self.state_dir = None if config.state_dir else tempfile.TemporaryDirectory(prefix="agentrl-holders-")
+        if self.state_dir is not None:
+            config = replace(config, state_dir=self.state_dir.name)
         self.config = config
         self.log_level = log_level
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.state_dir is not None:
+            self.state_dir.cleanup()
 
     def _command(self, name: str, port: int) -> list[str]:
         child = replace(self.config, port=port, holder=name)
@@ -68,5 +82,5 @@ def run_processes(config: ServerConfig, processes: int, log_level: str = "warnin
 
     config.check()
     pool = ProcessPool(config, log_level)
-    app = cluster_app(pool, processes, config.resolved_token())
+    app = cluster_app(pool, processes, config.resolved_token(), config.resolved_operator_token())
     uvicorn.Server(uvicorn_config(app, host=config.host, port=config.port, log_level=log_level)).run()

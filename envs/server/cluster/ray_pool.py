@@ -153,7 +153,7 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
                                                             log_level=log_level)
             host = config.host if config.host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
             pool.sandbox_url = f"http://{host}:{config.port}{SANDBOX_PATH}{CLUSTER_PATH}"
-        app = cluster_app(pool, holders, config.resolved_token())
+        app = cluster_app(pool, holders, config.resolved_token(), config.resolved_operator_token())
         if node_sandboxes is not None:
             add_sandbox_map(app, node_sandboxes)
         uvicorn.Server(uvicorn_config(app, host=config.host, port=config.port, log_level=log_level)).run()
