@@ -24,6 +24,7 @@ from agentrl.tau_airline.database import (
     user_json,
 )
 from agentrl.tau_airline.models import Reservation, User
+from agentrl.tau_airline.strict import forbidding_rules, named_rules, rules_ok, said_whole
 from agentrl.tau_airline.tau2_desk import TOOLS as TAU2_TOOLS
 from agentrl.tau_airline.tau2_desk import Tau2Desk
 
@@ -100,6 +101,13 @@ def initial_state(data: AirlineData) -> str:
     return state
 
 
+def refusal_tasks(data: AirlineData) -> list[Task]:
+    """The tasks whose gold leaves the database unchanged and asks for no output: refusals and
+    hand-offs, which the benchmark pays to an agent that does nothing."""
+    initial = initial_state(data)
+    return [t for t in data.tasks if not t.outputs and gold_state(data, t) == initial]
+
+
 def gold_actions(task: Task) -> list[str]:
     """A policy that replays the task's gold: each gold tool call as one action, then the hand-off
     when the gold has one and nothing must be said, else one message to the customer saying what
@@ -157,10 +165,12 @@ class TauAirlineEnv(ToolEnv):
     (`REFUSAL_PHRASES`) and no hand-off; either way after the look-ups the gold makes (each of its
     calls but `think`, `calculate` and the hand-off, made by the agent with the same arguments and
     answered without error), or, where the gold makes none, after reading the customer's profile
-    and one of the customer's reservations. Without it, an agent that only stalls earns 1 on such
-    tasks, as in the benchmark; with it, a blind apology, a hand-off at once or a refusal of a task
-    that needed none earns nothing. Always: a message with more than `MAX_NUMBERS_PER_MESSAGE` numbers says no
-    required output (the benchmark's substring rule would pay a message listing every number).
+    and one of the customer's reservations; and reasoned: naming the policy rules that forbid the
+    request and no other (`agentrl.tau_airline.strict`); outputs then match as whole words.
+    `wrong_refusal_penalty` is taken from a failed episode of another task that ended on a refusal
+    or hand-off (see `strict.blanket_refusal_penalty`). Always: a message with more than
+    `MAX_NUMBERS_PER_MESSAGE` numbers says no required output (the benchmark's substring rule
+    would pay a message listing every number).
     """
 
     default_max_turns = 30
@@ -181,6 +191,7 @@ class TauAirlineEnv(ToolEnv):
         user_temperature: float = 0.0,
         user_seed: int | None = 0,
         strict_refusals: bool = False,
+        wrong_refusal_penalty: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -195,7 +206,11 @@ class TauAirlineEnv(ToolEnv):
         self.user_turns = list(user_turns) if user_turns is not None else None
         self.user_model, self.user_base_url, self.user_api_key = user_model, user_base_url, user_api_key
         self.user_temperature, self.user_seed = user_temperature, user_seed
-        self.strict_refusals = strict_refusals
+        if wrong_refusal_penalty and not strict_refusals:
+            raise ValueError("wrong_refusal_penalty needs strict_refusals=True")
+        if not 0 <= wrong_refusal_penalty < float("inf"):
+            raise ValueError(f"wrong_refusal_penalty must be a number >= 0, not {wrong_refusal_penalty!r}")
+        self.strict_refusals, self.wrong_refusal_penalty = strict_refusals, float(wrong_refusal_penalty)
         self._db: EpisodeDatabase | None = None
         layout = self.data.layout if self.data is not None else "tau-bench"
         # the tools this data's benchmark offers (the class lists both benchmarks' tools)
@@ -253,6 +268,7 @@ class TauAirlineEnv(ToolEnv):
         self.said: list[str] = []
         self._changed: dict[str, dict[str, Any]] = {}  # every row changed so far, as it is now
         self.transferred = False
+        self.summaries: list[str] = []  # what each hand-off told the human agent
         self.reward_info: dict[str, Any] | None = None
         text = (
             f"# Airline policy\n{self.data.policy.strip()}\n\n# How to act\nYou are the airline's agent. "
@@ -305,9 +321,12 @@ class TauAirlineEnv(ToolEnv):
         assert self._db is not None and self.data is not None, "a reward of an episode that was reset"
         state = state_key(self._db.session)
         gold = gold_state(self.data, self.task)
-        flat = [m.lower().replace(",", "") for m in self.said
-                if len(_NUMBER.findall(m)) <= MAX_NUMBERS_PER_MESSAGE]
-        outputs = {o: any(o.lower() in m for m in flat) for o in self.task.outputs}
+        answers = [m for m in self.said if len(_NUMBER.findall(m)) <= MAX_NUMBERS_PER_MESSAGE]
+        if self.strict_refusals:
+            outputs = {o: said_whole(o, answers) for o in self.task.outputs}
+        else:
+            flat = [m.lower().replace(",", "") for m in answers]
+            outputs = {o: any(o.lower() in m for m in flat) for o in self.task.outputs}
         info: dict[str, Any] = {"r_actions": state == gold, "outputs": outputs}
         basis = self.task.reward_basis
         reward = float((info["r_actions"] or "DB" not in basis)
@@ -320,17 +339,35 @@ class TauAirlineEnv(ToolEnv):
                        for action in self.task.actions]
             info["actions_matched"] = matched
             reward *= float(all(matched))
-        if self.strict_refusals and not self.task.outputs and gold == initial_state(self.data):
-            needs_transfer = any(a.name == TRANSFER for a in self.task.actions)
-            if needs_transfer:
-                stated = self.transferred
-            else:
-                stated = not self.transferred and any(_REFUSAL.search(m) for m in self.said)
-            grounded = self._grounded(looked_up)
-            info["refusal_stated"], info["refusal_grounded"] = stated, grounded
-            reward *= float(stated and grounded)
+        if self.strict_refusals:
+            reward = self._strict(reward, gold, looked_up, info)
         self.reward_info = info
         return reward
+
+    def _strict(self, reward: float, gold: str, looked_up: list[tuple[str, Any]],
+                info: dict[str, Any]) -> float:
+        """`strict_refusals`: on a refusal or hand-off task, the refusal stated, grounded (see
+        `_grounded`) and reasoned (it names the rules that forbid the request and no other, see
+        `agentrl.tau_airline.strict`); on any other task, `wrong_refusal_penalty` taken from an
+        episode that failed and ended on a refusal or a hand-off."""
+        assert self.data is not None, "a reward of an episode that was reset"
+        refused = self.transferred or bool(self.said and _REFUSAL.search(self.said[-1]))
+        if self.task.outputs or gold != initial_state(self.data):
+            if reward == 0.0 and refused and self.wrong_refusal_penalty > 0:
+                info["wrong_refusal"] = True
+                return -self.wrong_refusal_penalty
+            return reward
+        if any(a.name == TRANSFER for a in self.task.actions):
+            stated = self.transferred
+        else:
+            stated = not self.transferred and any(_REFUSAL.search(m) for m in self.said)
+        grounded = self._grounded(looked_up)
+        forbidding = forbidding_rules(self.data, self.task)
+        named = named_rules([*self.said, *self.summaries])
+        reasoned = rules_ok(named, forbidding)
+        info.update(refusal_stated=stated, refusal_grounded=grounded, refusal_reasoned=reasoned,
+                    rules_named=sorted(named), rules_forbidding=sorted(forbidding))
+        return reward * float(stated and grounded and reasoned)
 
     def _grounded(self, looked_up: list[tuple[str, Any]]) -> bool:
         """Whether the agent read what a refusal or hand-off of this task is a judgement about: the
@@ -384,7 +421,8 @@ class TauAirlineEnv(ToolEnv):
         return {"changed": self._changed, "said": self.said}
 
     def _trace_meta(self) -> dict[str, Any]:
-        return {"user": self.user.settings(), "strict_refusals": self.strict_refusals}
+        return {"user": self.user.settings(), "strict_refusals": self.strict_refusals,
+                "wrong_refusal_penalty": self.wrong_refusal_penalty}
 
     def _fork_resources(self, child: TauAirlineEnv) -> None:
         assert self.data is not None and self._db is not None, "a fork of an episode that has data"
@@ -448,6 +486,7 @@ class TauAirlineEnv(ToolEnv):
           "for one, or their issue cannot be resolved with the available tools.", ends_episode=True)
     def transfer_to_human_agents(self, args: d.TransferArgs) -> str:
         self.transferred = True
+        self.summaries.append(args.summary)
         return self.desk.transfer_to_human_agents(args)
 
     @tool("Update the baggage information of a reservation.")

@@ -5,10 +5,13 @@ A hack suite of cheap policies stays at 0 on every task that is not a refusal.""
 from __future__ import annotations
 
 import pytest
+from tau_hacks import HACKS, RULE_SENTENCES, paid, reasoned, table
+from tau_hacks import play as play_task
 from tau_helpers import DATA, call
 
 from agentrl.tau_airline.data import load
-from agentrl.tau_airline.env import UNGROUNDING, TauAirlineEnv, gold_actions, gold_state, initial_state
+from agentrl.tau_airline.env import TauAirlineEnv, gold_actions, gold_state, initial_state, refusal_tasks
+from agentrl.tau_airline.strict import POLICY_RULES, blanket_refusal_penalty, forbidding_rules, named_rules
 
 TASKS = load(DATA).tasks
 N = len(TASKS)
@@ -18,17 +21,7 @@ OUTPUT_TASK = 3  # unchanged database, but the answer "450" must be said
 
 
 def play(actions: list[str], index: int, **kwargs) -> tuple[float, dict]:
-    env = TauAirlineEnv(DATA, **kwargs)
-    try:
-        env.reset(seed=0, options={"task_index": index})
-        reward, info = 0.0, {}
-        for action in actions:
-            _, reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        return reward, info
-    finally:
-        env.close()
+    return play_task(DATA, actions, index, **kwargs)
 
 
 def changes_database(index: int) -> bool:
@@ -43,18 +36,10 @@ def test_gold_replay_scores_one(index):
 
 
 @pytest.mark.parametrize("index", range(N))
-def test_gold_replay_with_the_refusal_said_scores_one_under_strict_refusals(index):
-    """The grounding rule asks nothing a careful agent does not do: the gold's own look-ups ground
-    its refusal; where the gold makes none, reading the customer's profile and reservations first."""
-    actions = gold_actions(TASKS[index])
-    if not any(a.name not in UNGROUNDING for a in TASKS[index].actions):
-        user = TASKS[index].user_id
-        actions = [call("get_user_details", user_id=user)] + [
-            call("get_reservation_details", reservation_id=r) for r in load(DATA).users[user]["reservations"]
-        ] + actions
-    if not actions[-1].startswith("<tool_call>"):  # the closing message states the refusal
-        actions[-1] = f"I'm sorry, but I cannot do that. {actions[-1]}"
-    reward, info = play(actions, index, strict_refusals=True)
+def test_the_reasoned_policy_scores_one_under_strict_refusals(index):
+    """The strict rules ask nothing a careful agent does not do: read the customer's records, do
+    what the gold does, and refuse (or hand off) naming the rule that forbids the request."""
+    reward, info = play(reasoned(load(DATA), TASKS[index]), index, strict_refusals=True)
     assert reward == 1.0, info.get("reward_info")
 
 
@@ -94,10 +79,44 @@ def test_refusal_false_positive_and_strict_refusals():
     assert reward == 0.0 and not info["reward_info"]["refusal_stated"]
 
 
-def test_strict_handoff_needs_the_transfer_after_the_gold_s_look_up():
+def test_a_strict_refusal_names_the_rule_that_forbids_the_request_and_no_other():
+    """RES004 is basic economy, booked weeks ago, uninsured: cancelling it is forbidden by the
+    24-hour/insurance rule, computed from the database, and by no other rule."""
+    assert forbidding_rules(load(DATA), TASKS[REFUSAL_TASK]) == {"cancellation_window"}
+    look = [call("get_reservation_details", reservation_id="RES004")]
+    for refusal, pays in [
+        ("I'm sorry, but I cannot cancel it: it was booked more than 24 hours ago.", True),
+        ("I'm sorry, but I cannot cancel it: you have no insurance.", True),
+        ("I'm sorry, but I cannot help with that.", False),  # no reason: a blanket refusal
+        # a rule that does not forbid this request; a right rule with a wrong one
+        ("I'm sorry, but I cannot cancel it: basic economy flights cannot be changed.", False),
+        ("I'm sorry, but I cannot: it is past 24 hours, and basic economy cannot be changed.", False),
+    ]:
+        reward, info = play([*look, refusal], REFUSAL_TASK, strict_refusals=True)
+        assert (reward == 1.0) == pays and info["reward_info"]["refusal_reasoned"] == pays, refusal
+    # the reason counts in any message of the conversation
+    later = play([*look, "Let me see.", "I cannot: 24 hours have passed."], REFUSAL_TASK,
+                 strict_refusals=True, user_turns=["Cancel RES004.", "Well?"])
+    assert later[0] == 1.0
+
+
+def test_each_rule_sentence_names_its_rule_only_and_the_policy_names_many():
+    for rule, sentence in RULE_SENTENCES.items():
+        assert named_rules([sentence]) == {rule}, rule
+    assert named_rules([load(DATA).policy]) >= {"cancellation_window", "basic_economy_change"}
+    assert set(RULE_SENTENCES) == set(POLICY_RULES)
+
+
+def test_strict_handoff_needs_the_transfer_after_the_gold_s_look_up_and_its_reason():
     assert play(["Please hold."], HANDOFF_TASK)[0] == 1.0
     assert play(["I cannot help with that."], HANDOFF_TASK, strict_refusals=True)[0] == 0.0
-    transfer = [call("transfer_to_human_agents", summary="lost bag")]
+    # cole_vance_202 is a regular member, uninsured, with no cancelled flight: no compensation
+    assert forbidding_rules(load(DATA), TASKS[HANDOFF_TASK]) == {"compensation"}
+    looked_then_help = [call("get_user_details", user_id="cole_vance_202"),
+                        call("transfer_to_human_agents", summary="help")]
+    reward, info = play(looked_then_help, HANDOFF_TASK, strict_refusals=True)
+    assert reward == 0.0 and not info["reward_info"]["refusal_reasoned"]  # a hand-off with no reason
+    transfer = [call("transfer_to_human_agents", summary="lost bag, asks for compensation")]
     assert play(transfer, HANDOFF_TASK, strict_refusals=True)[0] == 0.0  # a hand-off at once
     looked = [call("get_user_details", user_id="cole_vance_202")]
     reward, info = play([*looked, *transfer], HANDOFF_TASK, strict_refusals=True)
@@ -120,36 +139,37 @@ def test_outputs_must_be_said_to_the_customer():
     assert play(["It is 450, or maybe 460, or 470."], OUTPUT_TASK)[0] == 1.0
 
 
+def test_strict_outputs_are_said_as_whole_numbers():
+    """The benchmark's substring rule pays "450" for "1450" or "450.5"; under `strict_refusals` a
+    required output is a whole word: not inside a longer number or a decimal."""
+    for message, pays in [("It is 1450 dollars.", False), ("It is 4500.", False), ("It is 450.5.", False),
+                          ("Ref4501.", False), ("It is 450.", True), ("$450.00 in all", True),
+                          ("It is $4,50 in all.", True), ("450 dollars", True)]:
+        assert play([message], OUTPUT_TASK, strict_refusals=True)[0] == float(pays), message
+    assert play(["It is 1450 dollars."], OUTPUT_TASK)[0] == 1.0  # the default keeps the benchmark's rule
+
+
 def test_truncation_pays_nothing():
     # the database is right after the first step, but the conversation never ends
     reward, info = play([*gold_actions(TASKS[0])[:-1], call("think", thought="...")], 0, max_turns=2)
     assert reward == 0.0
 
 
-HACKS = {
-    "stall": lambda task: ["Let me check."],
-    "blind apology": lambda task: ["I'm sorry, but I cannot help with that."],
-    "transfer at once": lambda task: [call("transfer_to_human_agents", summary="help")],
-    "cancel everything": lambda task: (
-        [call("cancel_reservation", reservation_id=r) for r in ("RES001", "RES002", "RES003", "RES004")]
-        + ["Done."]
-    ),
-    # every 4-digit number in one message of about 10,000 characters, and every number below 1,000
-    "digit spray": lambda task: [" ".join(str(n) for n in range(1000, 3000))],
-    "say every number": lambda task: [" ".join(str(n) for n in range(0, 1000))],
-    "gold of another task": lambda task: gold_actions(TASKS[(task.index + 1) % N]),
-}
+BLANKET = "read, then cite the commonest rule"
+BY_KIND = "read, then cite the rule of the request's kind"
 
 
 def hack_rate(hack: str, **kwargs) -> float:
-    return sum(play(HACKS[hack](task), task.index, **kwargs)[0] for task in TASKS) / N
+    rewards = paid(DATA, HACKS[hack], **kwargs)
+    return sum(rewards) / len(rewards)
 
 
-@pytest.mark.parametrize("hack", sorted(HACKS))
+@pytest.mark.parametrize("hack", sorted(set(HACKS) - {BLANKET, BY_KIND}))
 def test_hack_suite_scores_zero_under_strict_refusals(hack):
     """Under `strict_refusals` no cheap policy earns anything on any task, refusal and hand-off tasks
-    included: a refusal or a hand-off pays only after the gold's look-ups, a sprayed message says no
-    output. (The fixture's refusal task is not one a blind apology could ground.)"""
+    included: a refusal or a hand-off pays only after the gold's look-ups (or the customer's
+    records) and naming the rule that forbids the request, a sprayed message says no output, a
+    number is said only whole."""
     assert hack_rate(hack, strict_refusals=True) == 0.0
 
 
@@ -158,35 +178,51 @@ def test_hack_suite_scores_only_the_benchmark_s_own_false_positive_by_default(ha
     """Without `strict_refusals` the reward is the benchmark's: a policy that changes nothing and says
     no output earns 1 on its refusal and hand-off tasks (as the benchmark pays them) and nothing
     elsewhere; the number cap holds by default too."""
-    passive = [t.index for t in TASKS if not changes_database(t.index) and not t.outputs]
-    for task in TASKS:
-        reward, _ = play(HACKS[hack](task), task.index)
-        if task.index not in passive:
-            assert reward == 0.0, (hack, task.index)
+    passive = {t.index for t in refusal_tasks(load(DATA))}
+    rewards = paid(DATA, HACKS[hack])
+    assert all(reward == 0.0 for index, reward in enumerate(rewards) if index not in passive), hack
 
 
-def test_a_refusal_after_reading_the_records_is_paid_only_on_tasks_that_are_refusals():
-    """The rule's limit, measured: a policy that reads the customer's profile and first reservation
-    and then refuses everything is not blind, and no rule on the final state can tell its refusal
-    from a judged one. It earns exactly on the refusal tasks whose gold makes no look-up of its own
-    (where reading those records is the grounding), and nothing on any task that needed an action,
-    an output, a hand-off or another look-up."""
-    def read_then_refuse(task) -> list[str]:
-        reservations = load(DATA).users[task.user_id]["reservations"][:1]
-        return ([call("get_user_details", user_id=task.user_id)]
-                + [call("get_reservation_details", reservation_id=r) for r in reservations]
-                + ["I'm sorry, but I cannot help with that."])
-    paid = {t.index for t in TASKS if play(read_then_refuse(t), t.index, strict_refusals=True)[0] > 0}
-    refusals_without_look_ups = {t.index for t in TASKS if not changes_database(t.index) and not t.outputs
-                                 and not t.actions}
-    assert refusals_without_look_ups and paid == refusals_without_look_ups
+@pytest.mark.parametrize("hack", [BLANKET, BY_KIND])
+def test_a_blanket_refusal_citing_a_likely_rule_is_paid_only_where_that_rule_forbids(hack):
+    """The rule's limit, measured: a policy that reads the records and refuses everything citing
+    the rule most refusals rest on (or the one most refusals of the request's kind rest on) is
+    right wherever that rule forbids the request, and nothing on the final state tells it from a
+    judged refusal there; it earns nothing anywhere else."""
+    data = load(DATA)
+    rewards = paid(DATA, HACKS[hack], strict_refusals=True)
+    right = {t.index for t in refusal_tasks(data)
+             if named_rules([HACKS[hack](data, t)[-1]]) <= forbidding_rules(data, t)
+             and not any(a.name == "transfer_to_human_agents" for a in t.actions)}
+    assert right and {i for i, r in enumerate(rewards) if r > 0} == right
+
+
+def test_wrong_refusal_penalty_makes_a_blanket_refusal_earn_no_more_than_doing_nothing():
+    """The remedy for training: with the penalty `blanket_refusal_penalty` computes, a failed
+    episode of a task that needed an action or an output and ended on a refusal or a hand-off costs
+    it, so no blanket refusal beats doing nothing (0) in the mean, and the reasoned policy loses
+    nothing."""
+    data = load(DATA)
+    penalty = blanket_refusal_penalty(data, refusal_tasks(data))
+    assert penalty > 0
+    strict = {"strict_refusals": True, "wrong_refusal_penalty": penalty}
+    for hack in (BLANKET, BY_KIND, "read, then refuse", "read, then transfer", "blind apology"):
+        assert hack_rate(hack, **strict) < 1e-12, hack  # at most 0, float sums aside
+    assert hack_rate("stall", **strict) == 0.0  # doing nothing is not a refusal
+    assert min(paid(DATA, HACKS[BLANKET], strict_refusals=True, wrong_refusal_penalty=penalty)) == -penalty
+    assert paid(DATA, reasoned, **strict) == [1.0] * N
+    reward, info = play(HACKS[BLANKET](data, TASKS[0]), 0, **strict)
+    assert reward == -penalty and info["reward_info"]["wrong_refusal"]
+    with pytest.raises(ValueError, match="needs strict_refusals"):
+        TauAirlineEnv(DATA, wrong_refusal_penalty=0.5)
+    with pytest.raises(ValueError, match="a number >= 0"):
+        TauAirlineEnv(DATA, strict_refusals=True, wrong_refusal_penalty=-1.0)
 
 
 def test_hack_table(capsys):
-    """The table docs/tau-airline.md shows: each hack's mean reward over the fixture's tasks."""
-    rows = {hack: (hack_rate(hack), hack_rate(hack, strict_refusals=True)) for hack in sorted(HACKS)}
+    """The table docs/tau-airline.md shows, on the fixture's tasks (`python tests/tau_airline/
+    tau_hacks.py DATA_DIR` makes it for τ-bench's own)."""
+    text = table(DATA)
     with capsys.disabled():
-        print("\n| policy | default | strict_refusals |\n|---|---:|---:|")
-        for hack, (default, strict) in rows.items():
-            print(f"| {hack} | {default:.2f} | {strict:.2f} |")
-    assert all(strict == 0.0 for _, strict in rows.values())
+        print("\n" + text)
+    assert "| reasoned (reference) | 1.00 (10) | 1.00 (10) | 1.00 (10) |" in text

@@ -127,7 +127,7 @@ TASKS = [
     Task(
         annotator="0",
         user_id="cole_vance_202",
-        instruction="Your user id is cole_vance_202. You want the trip in RES004 to end in Las Vegas instead of Seattle.",
+        instruction="Your user id is cole_vance_202. You want to change the trip in RES004 to end in Las Vegas instead of Seattle.",
         actions=[
             Action(name="transfer_to_human_agents", kwargs={"summary": "Wants to change the destination of RES004."}),
         ],
