@@ -11,7 +11,8 @@ awaiting `step` (the way every framework drives episodes) and one `step_batch` r
 and, for Echo, agentrl's OpenEnv-compatible `/ws` driven by OpenEnv's own client. The baseline is
 the echo env generated from OpenEnv's env template, served by OpenEnv's `create_app` and driven by
 its async `EnvClient` over `/ws`, one connection per session spread over `--client-procs` processes
-that measure together.
+that measure together. Last, (3) a token holder's step p99 while one caller without the token
+attacks a server of its own, beside the same p99 with no attacker (`bench/preauth.py`).
 
 Servers run pinned to the first core and every client to the others (`taskset`), so that the two
 sides never take turns on one core; each row records the load average and the CPU the server process
@@ -58,6 +59,7 @@ from measuring import (  # bench/measuring.py: the machine, its load, the pinnin
     speed_swings,
     yes,
 )
+from preauth import attack_table, under_attack  # bench/preauth.py: the attackers
 from serving import (  # bench/serving.py: the servers and the actions
     ECHO,
     FLIGHTS,
@@ -413,8 +415,11 @@ def measure() -> int:
             for n in flights_sessions:
                 add(FLIGHTS, PATHS[batched], n,
                     lambda k, b=batched: bench_async(url, FLIGHTS, k, seconds, batched=b), server.pid)
+    console.print("a token holder's steps under attack ...")
+    attacked = under_attack(prefix, seconds, flood=220 if args.quick else 1100)
     console.print(f"[bold]speed after[/]: {speed_swings(prefix)}")
     report(rows, over, allowance, allowance_64)
+    console.print(attack_table(attacked))
     return 0
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # benches whose quick mode a test of their own runs and checks further
 RUN_ELSEWHERE = {"trainer.py"}  # tests/bench/test_trainer_bench.py
 # modules the benches import, not benches themselves
-HELPERS = {"chaos_sandboxes.py", "measuring.py", "processes.py", "recipes.py", "serving.py",
+HELPERS = {"chaos_sandboxes.py", "measuring.py", "preauth.py", "processes.py", "recipes.py", "serving.py",
            "trainer_work.py"}
 BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE | HELPERS)
 NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py", "cluster.py"}
@@ -56,6 +56,8 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
         check_memory_rows(done.stdout)
     if bench == "chaos.py" and docker_running():
         check_chaos_docker_parts(done.stdout)
+    if bench == "capacity.py":
+        check_capacity_rows(done.stdout)
 
 
 def check_memory_rows(stdout: str) -> None:
@@ -68,6 +70,15 @@ def check_memory_rows(stdout: str) -> None:
             assert len(rows) == holders, (shape, server, stdout[-3000:])
             assert sum(int(r[3].replace(",", "")) for r in rows) == 100, rows
             assert all(float(r[7]) > 0 for r in rows), rows
+
+
+def check_capacity_rows(stdout: str) -> None:
+    """bench/capacity.py's check of its model: a row per env for 1 and 2 processes, each with a
+    measured figure and the projection's (the ratio is the machine's to judge, not CI's)."""
+    rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith("agentrl/")]
+    assert {(r[0], r[1]) for r in rows} == {(env, n) for env in ("agentrl/Echo-v0", "agentrl/Flights-v0")
+                                            for n in ("1", "2")}, stdout[-3000:]
+    assert all(float(r[2].replace(",", "")) > 0 and float(r[3].replace(",", "")) > 0 for r in rows), rows
 
 
 def check_chaos_docker_parts(stdout: str) -> None:
