@@ -10,6 +10,7 @@ the requests carry.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -75,7 +76,7 @@ class Admission:
             parsed = parse(model, body)
         else:  # a big body (held by a heavy slot, so few at once) is parsed, its base64 decoded, in a
             # worker thread: the event loop goes on serving every other call meanwhile
-            parsed = await in_thread(parse, model, body)
+            parsed = await in_thread(partial(parse, model, body))
         del body
         if isinstance(parsed, RequestValidationError):
             raise parsed
