@@ -8,6 +8,7 @@ need the Docker engine and the sandbox image, TauAirline-v0 the airline data the
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -23,6 +24,36 @@ from agentrl.testing.plays import call
 
 TAU_DATA = Path(__file__).parents[1] / "tau_airline" / "data"
 ENV_KWARGS = {"agentrl/TauAirline-v0": {"data_dir": str(TAU_DATA)}}
+
+
+# MCP-v0 plays the tests' notebook server (tests/mcp/servers) in process isolation
+def mcp_oracle(env):
+    calls = [call(c["name"], **c["arguments"]) for c in env.task.oracle]
+    return [*calls, call("finish", answer=env.task.answer)]
+
+
+def needs_mcp(env_kwargs):
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return "MCP-v0 needs the MCP SDK (the [mcp] extra)"
+    return None
+
+
+MCP_NOTEBOOK = Path(__file__).parents[1] / "mcp" / "servers" / "notebook.py"
+MCP_TASKS = [{"id": f"notes-{n}", "split": "train", "prompt": f"Store b={n}, then answer note a.",
+              "setup": {"files": {"notebook.json": '{"a": "1"}'}},
+              "checks": {"answer": "1",
+                         "state": [{"name": "get", "arguments": {"key": "b"}, "contains": [str(n)]}]},
+              "oracle": [{"name": "put", "arguments": {"key": "b", "value": str(n)}},
+                         {"name": "get", "arguments": {"key": "a"}}]} for n in range(2)]
+PUT_X, PUT_Y = call("put", key="x", value="1"), call("put", key="y", value="2")
+PLAYS["agentrl/MCP-v0"] = Play(
+    mcp_oracle, seeds=(0,), same_state=([PUT_X, PUT_Y], [PUT_Y, PUT_X]), other_state=([PUT_X], [PUT_Y]),
+    requires=needs_mcp,
+    env_kwargs={"server": [sys.executable, str(MCP_NOTEBOOK), "--dir", "{workspace}"], "tasks": MCP_TASKS,
+                "isolation": "process", "pool_size": 0},
+)
 
 
 class AddArgs(BaseModel):

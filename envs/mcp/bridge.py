@@ -1,0 +1,148 @@
+"""The in-container bridge of sandbox isolation: a process inside the sandbox that holds the SDK's
+`ClientSession` to the episode's stdio server and answers the env's requests on the container's own
+loopback (which nothing outside the container reaches; the sandbox has no network).
+
+The env reaches it through the sandbox's exec, as Code-v0 reaches its interpreter
+(`agentrl.code_envs.repl`): each request is a one-shot exec of `RELAY`, bash's `/dev/tcp` and `cat`,
+whose stdin is one JSON line and whose stdout is the bridge's one-line answer. The bridge renders
+results there (`agentrl.mcp.rendering`, whose source travels with this one's), so a huge answer is
+clipped before it leaves the container. It is started by an exec that keeps it alive, with its code
+on the command line (no file for the agent to edit), and it runs under the container's own Python and
+MCP SDK: it uses only what the SDK's 1.x and 2.x share (`stdio_client`, `ClientSession`,
+`initialize`, `list_tools`, `call_tool`).
+
+Requests: {"op": "list", "limit": n} and {"op": "call", "name", "arguments", "timeout_s", "limit"}.
+Answers: {"tools": [...], "more": bool}, {"text": str, "is_error": bool, "junk": [count, lines]}, or
+{"failure": kind, "message": str} with the kinds of `agentrl.mcp.client.ServerFailure`. After a timeout
+or a crash the bridge exits: the episode is over, and its sandbox is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentrl.mcp.rendering import junk_line, render_result  # in the container: the renderer's source, here
+
+PORT = 47231
+HOME = "/tmp/.agentrl-mcp"
+READY = f"{HOME}/ready"
+STDERR = f"{HOME}/server.stderr"
+NOT_RUNNING = 75  # the relay's exit status when no bridge answers
+# one request in, one answer out: the answer ends when the bridge closes the connection
+RELAY = f"exec 3<>/dev/tcp/127.0.0.1/{PORT} || exit {NOT_RUNNING}; cat >&3; cat <&3"
+
+
+RENDERING_IMPORT = "from agentrl.mcp.rendering import junk_line, render_result"
+
+
+def source() -> str:
+    """The bridge's program: this module, with the renderer's source in place of its import (the
+    container has the MCP SDK, not agentrl)."""
+    here = Path(__file__).parent
+    rendering = (here / "rendering.py").read_text().replace("from __future__ import annotations\n", "")
+    text = Path(__file__).read_text()
+    assert RENDERING_IMPORT in text
+    return text.replace(RENDERING_IMPORT, rendering, 1)
+
+
+def _page(session: Any, cursor: str | None) -> dict[str, Any]:
+    """`list_tools`'s arguments for a page: SDK 2.x takes `params`, 1.x a `cursor`."""
+    if cursor is None:
+        return {}
+    if "params" in inspect.signature(session.list_tools).parameters:
+        from mcp.types import PaginatedRequestParams
+
+        return {"params": PaginatedRequestParams(cursor=cursor)}
+    return {"cursor": cursor}
+
+
+async def _serve(port: int, ready: str, argv: list[str]) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    junk: list[Any] = [0, []]
+    done = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            junk[0] += 1
+            if len(junk[1]) < 3:
+                junk[1].append(junk_line(message))
+
+    def failure(kind: str, message: str) -> dict[str, Any]:
+        done.set()  # the episode is over: the bridge exits once this answer is sent
+        with open(STDERR, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - 400))
+            tail = log.read().decode(errors="replace").strip()
+        return {
+            "failure": kind,
+            "message": message + (f" (the server's stderr ends: {tail!r})" if tail else ""),
+        }
+
+    async def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if request["op"] == "list":
+                tools, cursor = [], None
+                for _ in range(64):
+                    page = await asyncio.wait_for(session.list_tools(**_page(session, cursor)), 60)
+                    tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                    cursor = getattr(page, "next_cursor", getattr(page, "nextCursor", None))
+                    if cursor is None or len(tools) >= request["limit"]:
+                        break
+                return {
+                    "tools": tools[: request["limit"]],
+                    "more": len(tools) > request["limit"] or bool(cursor),
+                }
+            result = await asyncio.wait_for(
+                session.call_tool(request["name"], request["arguments"]), request["timeout_s"]
+            )
+            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            taken, junk[:] = list(junk), [0, []]
+            return {
+                "text": render_result(dumped, request["limit"]),
+                "is_error": bool(dumped.get("isError")),
+                "junk": taken,
+            }
+        except asyncio.TimeoutError:
+            return failure(
+                "timeout", f"no answer within {request.get('timeout_s', 60)} s; the server was stopped"
+            )
+        except Exception as exc:
+            text = str(getattr(exc, "message", "") or exc)[:300]
+            if "closed" in text.lower() or isinstance(exc, (OSError, EOFError)):
+                return failure("crashed", f"the server went away: {type(exc).__name__}: {text}")
+            return {"failure": "protocol", "message": f"{type(exc).__name__}: {text}"}
+
+    errlog = open(STDERR, "a")  # noqa: SIM115  # the server's stderr for the bridge's whole life
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=os.getcwd(), env=dict(os.environ))
+    async with (
+        stdio_client(params, errlog) as streams,
+        ClientSession(streams[0], streams[1], message_handler=on_message) as session,
+    ):
+        await session.initialize()
+        junk[:] = [0, []]  # a banner before the handshake is nothing an episode did
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            request = json.loads(await reader.readuntil(b"\n"))
+            writer.write(json.dumps(await answer(session, request)).encode() + b"\n")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", port, limit=1 << 24)
+        open(ready, "x").close()
+        async with server:
+            await done.wait()
+            await asyncio.sleep(0.2)  # the failure's answer leaves first
+
+
+if __name__ == "__main__":
+    os.makedirs(HOME, exist_ok=True)
+    asyncio.run(_serve(int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])))
+    os._exit(0)  # a server that hung is left to the sandbox's end, not waited for
