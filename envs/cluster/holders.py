@@ -7,7 +7,8 @@ holder's `/health` every `HEALTH_INTERVAL_S` and moves it between the states of 
 - `starting` until it first answers, then `up` (it takes new work);
 - `unresponsive` once it has missed `MISSES_UNRESPONSIVE` health checks in a row while still running
   (a hung process: the kernel accepts its connections, nothing answers), `up` again when it answers;
-- `draining` when asked to take no new work, retired once its load is 0;
+- `draining` when asked to take no new work, retired once its load is 0 (or, drained with a bound,
+  once the bound is past: its clients then replay what it held on the others);
 - `down` when it stopped running (or, for servers run by something else, stopped answering).
 
 Clients create only on `up` holders; calls on work a holder already holds go to it whatever its
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ class Holder:
     handle: Any = None
     restarts: int = 0
     misses: int = 0
+    drain_until: float | None = None  # a draining holder's bound (`time.monotonic()`): retired past it
 
 
 class PoolError(Exception):
@@ -147,14 +150,17 @@ class HolderPool(Generic[InfoT]):
             self.holders[holder.name] = holder
         return [self.info(h) for h in made]
 
-    async def drain(self, name: str) -> InfoT:
-        """Take no new work on `name`; it stops once what it holds is closed or expires."""
+    async def drain(self, name: str, within_s: float | None = None) -> InfoT:
+        """Take no new work on `name`; it stops once what it holds is closed or expires, or, with
+        `within_s`, once that many seconds are past, holding what it holds: its clients replay that
+        on the other holders (a rolling restart must end; a client's episode may not)."""
         holder = self.holders.get(name)
         if holder is None:
             known = ", ".join(self.holders) or "none"
             raise PoolError(404, "not_found", f"no holder {name!r}; holders: {known}")
         if holder.state in ("starting", "up", "unresponsive"):
             holder.state = "draining"
+            holder.drain_until = None if within_s is None else time.monotonic() + within_s
             self.log.info("%s %s draining (%d live %s)", self.noun, name, holder.load, self.held)
         return self.info(holder)
 
@@ -222,10 +228,18 @@ class HolderPool(Generic[InfoT]):
         holder.load = int(health.get(self.settings.load_field, 0))
         if holder.state in ("starting", "unresponsive", "down"):
             holder.state = "up"
-        elif holder.state == "draining" and holder.load == 0:
-            self.log.info("%s %s drained; stopping it", self.noun, holder.name)
-            holder.state = "down"
+        elif holder.state == "draining" and (holder.load == 0 or _past(holder.drain_until)):
+            if holder.load:
+                self.log.warning("%s %s still holds %d %s past its drain's bound; stopping it, its clients "
+                                 "replay them elsewhere", self.noun, holder.name, holder.load, self.held)
+            else:
+                self.log.info("%s %s drained; stopping it", self.noun, holder.name)
+            holder.state, holder.load = "down", 0  # what it still held is replayed elsewhere
             await self._retire(holder)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
 
 
 def lifespan(pool: HolderPool[Any], count: int) -> Callable[[Any], AbstractAsyncContextManager[None]]:

@@ -48,7 +48,7 @@ from agentrl.protocol import (
     encode_results,
 )
 from agentrl.registration import env_package, load_env_class
-from agentrl.sandbox_server.openapi import allowed_methods
+from agentrl.sandbox_server.wire.openapi import allowed_methods
 from agentrl.server import collector, mux
 from agentrl.server.answers import ApiError
 from agentrl.server.calls import FrameCalls

@@ -99,6 +99,12 @@ class PackedExecutor:
             loop.call_soon(self._flush, loop)
         return future
 
+    def queued(self) -> int:
+        """Calls accepted and not yet started: what an autoscaler reads as this server's queue
+        (`agentrl_holder_queue_depth`), read at scrape time, so it costs the hot path nothing."""
+        pending = sum(len(calls) for calls in self._pending.values())
+        return pending + sum(len(pack) for packs in self._waiting.values() for pack in packs)
+
     def pack_size(self, kind: str) -> int:
         cost = self.cost.get(kind)
         if cost is None:  # not measured yet: assume slow

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 
@@ -38,6 +38,10 @@ class Metrics:
             "agentrl_step_frame_steps", "Steps per frame received on /v1/ws (how well clients coalesce)",
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), registry=self.registry,
         )
+
+    def watch_holder(self, holder: str, live: Callable[[], int], queued: Callable[[], int]) -> None:
+        """Export this server's load under its holder name, read at scrape time (`HolderLoad`)."""
+        self.registry.register(HolderLoad(holder, live, queued))
 
     def stepped(self, env_id: str, seconds: float) -> None:
         """Count one step of `env_id` that took `seconds`."""
@@ -85,3 +89,24 @@ class StepCounts:
             timing.add_metric([env_id], buckets, steps.seconds)
         yield total
         yield timing
+
+
+class HolderLoad:
+    """`agentrl_holder_live_episodes` and `agentrl_holder_queue_depth`, labelled with the holder's
+    name: the signals an autoscaler scales holders on (deploy/kubernetes/autoscaler.yaml). The name
+    tells apart the holders a scrape finds on one host or one Ray node, and joins each to its entry
+    in the cluster's map. Both are read when scraped: the hot path counts nothing for them."""
+
+    def __init__(self, holder: str, live: Callable[[], int], queued: Callable[[], int]) -> None:
+        self.holder, self.live, self.queued = holder, live, queued
+
+    def collect(self) -> Iterator[Metric]:
+        live = GaugeMetricFamily("agentrl_holder_live_episodes", "Episodes this holder holds now",
+                                 labels=["holder"])
+        live.add_metric([self.holder], self.live())
+        queued = GaugeMetricFamily("agentrl_holder_queue_depth",
+                                   "Env calls accepted and waiting for the env's worker threads",
+                                   labels=["holder"])
+        queued.add_metric([self.holder], self.queued())
+        yield live
+        yield queued

@@ -35,7 +35,7 @@ def docker_running() -> bool:
 
 
 def test_every_bench_is_covered():
-    assert {"rollouts.py", "two_stage.py", "flights.py"} <= set(BENCHES)
+    assert {"rollouts.py", "two_stage.py", "flights.py", "decode.py"} <= set(BENCHES)
     assert all((ROOT / "bench" / name).is_file() for name in RUN_ELSEWHERE | HELPERS)
 
 
