@@ -36,8 +36,9 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # --- 2. the image --------------------------------------------------------------------------------
-# The image is labelled with a hash of what it is built from, so an edited Dockerfile rebuilds it.
-recipe_hash="$(cat "$here/Dockerfile" "$here/packages.txt" | sha256sum | cut -c1-16)"
+# The image is labelled with a hash of what it is built from, so an edited Dockerfile, package list or
+# MCP server lock (mcp-servers.txt) rebuilds it.
+recipe_hash="$(cat "$here/Dockerfile" "$here/packages.txt" "$here/mcp-servers.txt" | sha256sum | cut -c1-16)"
 current="$(docker image inspect -f '{{ index .Config.Labels "org.agentrl.recipe" }}' "$IMAGE" 2>/dev/null || true)"
 if [ "$current" = "$recipe_hash" ]; then
     exit 0
@@ -69,6 +70,16 @@ if [ -z "$base" ]; then
         $SUDO rm -rf "$rootfs"
     fi
 fi
+# the MCP servers' wheels, downloaded here for the image's python3 (Debian bookworm's 3.11) into the build
+# context, where the Dockerfile installs them without a network
+IMAGE_PYTHON=3.11
+rm -rf "$here/wheels"
+log "downloading the MCP servers' wheels (mcp-servers.txt) for Python $IMAGE_PYTHON"
+"${PYTHON:-python3}" -m pip download -q --no-deps --only-binary=:all: -d "$here/wheels" \
+    --python-version "$IMAGE_PYTHON" --implementation cp --abi "cp${IMAGE_PYTHON/./}" \
+    --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+    -r "$here/mcp-servers.txt" >/tmp/agentrl-wheels.log 2>&1 \
+    || { tail -30 /tmp/agentrl-wheels.log >&2; exit 1; }
 log "building $IMAGE FROM $base"
 # a base that already holds every package builds without a network; otherwise (a registry base, or
 # a local base made before packages.txt grew) the build installs the missing ones with apt
