@@ -29,7 +29,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from agentrl.sandbox_server.docker_backend import DockerBackend
+from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measuring import p99, peak_rss_mib  # bench/measuring.py: a p99 and a process's peak RSS

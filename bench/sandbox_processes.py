@@ -40,8 +40,8 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from agentrl.sandbox_server.discovery import cpu_count
-from agentrl.sandbox_server.processes import free_port
+from agentrl.sandbox_server.cluster.discovery import cpu_count
+from agentrl.sandbox_server.cluster.processes import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import processes as bench_processes  # bench/processes.py: servers started, awaited and stopped

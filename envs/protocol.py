@@ -31,7 +31,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field
 from agentrl.cluster.names import HolderState
 from agentrl.core.base import EpisodeOverError as LocalEpisodeOverError
 from agentrl.core.results import StepResult
-from agentrl.sandbox_server.openapi import WholeNumber
+from agentrl.sandbox_server.wire.openapi import WholeNumber
 
 API_PREFIX = "/v1"
 MUX_PATH = f"{API_PREFIX}/ws"

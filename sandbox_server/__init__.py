@@ -1,6 +1,9 @@
 """A standalone Docker sandbox server: containers as sessions.
 
-Import-light: the names below load on first use, so `agentrl sandbox --help` stays fast.
+Import-light: the names below load on first use, so `agentrl sandbox --help` stays fast. The
+modules live in rooms, each importing only those before it: `wire/` (the API's shapes and errors),
+`sandboxes/` (the protocol, the backends, the link to the in-container `agent/`), `api/` (the HTTP
+server), `cluster/` (several servers behind one address) and `clients/` (of one server or several).
 
     from agentrl.sandbox_server import DockerBackend
     with DockerBackend() as backend, backend.create() as sb:
@@ -13,35 +16,35 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Sandbox": "sandbox",
-    "AgentSandbox": "sandbox",
-    "Backend": "backend",
-    "DockerBackend": "docker_backend",
-    "LocalBackend": "local_backend",
-    "SandboxClient": "client",
-    "AsyncSandboxClient": "client",
-    "RemoteSandbox": "client",
-    "AsyncRemoteSandbox": "client",
-    "SandboxCluster": "cluster",
-    "AsyncSandboxCluster": "cluster",
-    "SandboxLost": "cluster",
-    "create_app": "app",
-    "ExecResult": "models",
-    "ExecOptions": "models",
-    "SandboxSpec": "models",
-    "SandboxInfo": "models",
-    "DEFAULT_IMAGE": "models",
-    "SandboxError": "errors",
-    "SandboxNotFound": "errors",
-    "CapacityError": "errors",
-    "QuotaExceeded": "errors",
-    "TooLarge": "errors",
-    "DockerUnavailable": "errors",
-    "InvalidRequest": "errors",
-    "SandboxDead": "errors",
-    "DiskFull": "errors",
-    "Busy": "errors",
-    "Forbidden": "errors",
+    "Sandbox": "sandboxes.sandbox",
+    "AgentSandbox": "sandboxes.sandbox",
+    "Backend": "sandboxes.backend",
+    "DockerBackend": "sandboxes.docker_backend",
+    "LocalBackend": "sandboxes.local_backend",
+    "SandboxClient": "clients.client",
+    "AsyncSandboxClient": "clients.client",
+    "RemoteSandbox": "clients.client",
+    "AsyncRemoteSandbox": "clients.client",
+    "SandboxCluster": "clients.cluster",
+    "AsyncSandboxCluster": "clients.cluster",
+    "SandboxLost": "clients.cluster",
+    "create_app": "api.app",
+    "ExecResult": "wire.models",
+    "ExecOptions": "wire.models",
+    "SandboxSpec": "wire.models",
+    "SandboxInfo": "wire.models",
+    "DEFAULT_IMAGE": "wire.models",
+    "SandboxError": "wire.errors",
+    "SandboxNotFound": "wire.errors",
+    "CapacityError": "wire.errors",
+    "QuotaExceeded": "wire.errors",
+    "TooLarge": "wire.errors",
+    "DockerUnavailable": "wire.errors",
+    "InvalidRequest": "wire.errors",
+    "SandboxDead": "wire.errors",
+    "DiskFull": "wire.errors",
+    "Busy": "wire.errors",
+    "Forbidden": "wire.errors",
 }
 
 __all__ = [  # the names of _EXPORTS, written out for the type checker (a test compares them)
@@ -77,17 +80,19 @@ __all__ = [  # the names of _EXPORTS, written out for the type checker (a test c
 ]
 
 if TYPE_CHECKING:
-    from agentrl.sandbox_server.app import create_app
-    from agentrl.sandbox_server.backend import Backend
-    from agentrl.sandbox_server.client import (
+    from agentrl.sandbox_server.api.app import create_app
+    from agentrl.sandbox_server.clients.client import (
         AsyncRemoteSandbox,
         AsyncSandboxClient,
         RemoteSandbox,
         SandboxClient,
     )
-    from agentrl.sandbox_server.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost
-    from agentrl.sandbox_server.docker_backend import DockerBackend
-    from agentrl.sandbox_server.errors import (
+    from agentrl.sandbox_server.clients.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost
+    from agentrl.sandbox_server.sandboxes.backend import Backend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.local_backend import LocalBackend
+    from agentrl.sandbox_server.sandboxes.sandbox import AgentSandbox, Sandbox
+    from agentrl.sandbox_server.wire.errors import (
         Busy,
         CapacityError,
         DiskFull,
@@ -100,15 +105,13 @@ if TYPE_CHECKING:
         SandboxNotFound,
         TooLarge,
     )
-    from agentrl.sandbox_server.local_backend import LocalBackend
-    from agentrl.sandbox_server.models import (
+    from agentrl.sandbox_server.wire.models import (
         DEFAULT_IMAGE,
         ExecOptions,
         ExecResult,
         SandboxInfo,
         SandboxSpec,
     )
-    from agentrl.sandbox_server.sandbox import AgentSandbox, Sandbox
 
 
 def __getattr__(name: str) -> Any:

@@ -80,7 +80,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 
 def process_count(value: str) -> int:
     """`--processes N|auto` -> N."""
-    from agentrl.sandbox_server.discovery import cpu_count
+    from agentrl.sandbox_server.cluster.discovery import cpu_count
 
     if value == "auto":
         return cpu_count()
@@ -109,8 +109,8 @@ def child_args(args: argparse.Namespace, name: str, port: int) -> list[str]:
 def serve_processes(args: argparse.Namespace) -> int:
     import functools
 
-    from agentrl.sandbox_server.discovery import check_holder_name
-    from agentrl.sandbox_server.processes import run_processes
+    from agentrl.sandbox_server.cluster.discovery import check_holder_name
+    from agentrl.sandbox_server.cluster.processes import run_processes
 
     try:
         count = process_count(args.processes)
@@ -120,9 +120,9 @@ def serve_processes(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.backend == "docker":  # refused here, once, rather than by every child in turn
-        from agentrl.sandbox_server.docker_backend import DockerBackend
-        from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest
-        from agentrl.sandbox_server.models import DEFAULT_IMAGE
+        from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
+        from agentrl.sandbox_server.wire.errors import DockerUnavailable, InvalidRequest
+        from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE
 
         try:
             DockerBackend(args.image or DEFAULT_IMAGE, pool_size=0, max_sandboxes=1).close()
@@ -159,9 +159,9 @@ def serve_main(args: argparse.Namespace) -> int:
     import uvicorn
 
     from agentrl.cluster.serving import uvicorn_config
-    from agentrl.sandbox_server.app import create_app
-    from agentrl.sandbox_server.discovery import check_holder_name
-    from agentrl.sandbox_server.errors import DockerUnavailable
+    from agentrl.sandbox_server.api.app import create_app
+    from agentrl.sandbox_server.cluster.discovery import check_holder_name
+    from agentrl.sandbox_server.wire.errors import DockerUnavailable
 
     if args.processes is not None:
         return serve_processes(args)
@@ -172,12 +172,12 @@ def serve_main(args: argparse.Namespace) -> int:
         )
     try:
         if args.backend == "local":
-            from agentrl.sandbox_server.local_backend import LocalBackend
+            from agentrl.sandbox_server.sandboxes.local_backend import LocalBackend
 
             backend = LocalBackend(max_sandboxes=args.max_sandboxes)
         else:
-            from agentrl.sandbox_server.docker_backend import DockerBackend
-            from agentrl.sandbox_server.models import DEFAULT_IMAGE
+            from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
+            from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE
 
             backend = DockerBackend(
                 args.image or DEFAULT_IMAGE, pool_size=args.pool_size, max_sandboxes=args.max_sandboxes

@@ -1,7 +1,7 @@
 """What the cluster clients' routing shares: carrying out an I/O-free flow's requests, and the map.
 
 Both clients (the env servers' `agentrl.client.cluster`, the sandbox servers'
-`agentrl.sandbox_server.cluster`) write their routing and replay once, as generators that yield each
+`agentrl.sandbox_server.clients.cluster`) write their routing and replay once, as generators that yield each
 request they need (read the map, call a holder, wait) and are sent its outcome: the result, or the
 error it raised, which the flow judges (a holder gone is replayed elsewhere, anything else raised to
 the caller). `drive` and `drive_async` carry the requests out, blocking or awaiting, so that the

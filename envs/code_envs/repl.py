@@ -24,7 +24,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from agentrl.core import ToolError
-from agentrl.sandbox_server.models import WORKDIR
+from agentrl.sandbox_server.wire.models import WORKDIR
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import ExecResult, Sandbox

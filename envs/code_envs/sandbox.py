@@ -38,7 +38,7 @@ def _backend(url: str | None, token: str | None, pool_size: int) -> Any:
                 backend = DockerBackend(pool_size=pool_size)
             else:
                 from agentrl.sandbox_server import SandboxClient, SandboxCluster
-                from agentrl.sandbox_server.cluster import is_cluster
+                from agentrl.sandbox_server.clients.cluster import is_cluster
 
                 # one server, or the map of several (`agentrl sandbox serve --processes N`: .../v1/cluster)
                 cluster = is_cluster(url)

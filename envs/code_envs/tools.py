@@ -16,7 +16,7 @@ from agentrl.code_envs import repl
 from agentrl.code_envs.sandbox import SandboxCrashed
 from agentrl.core import ToolError, tool
 from agentrl.sandbox_server import SandboxError
-from agentrl.sandbox_server.models import WORKDIR
+from agentrl.sandbox_server.wire.models import WORKDIR
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import ExecResult, Sandbox

@@ -76,25 +76,54 @@ COMPACT_METHOD = "_compact_"
 class FlightsEnv(WorldQueries, EpisodeDatabase, ToolEnv):
     """An airline customer-service desk: handle one customer's request under a written policy.
 
-    Reward is 1 only if `finish` declares the right outcome and the final database holds exactly
-    the requested change (none when the request is infeasible or refused) and nothing else.
-    `info` carries the task's opaque `task_id` (a keyed hash: `task_id_key`, an operator's secret,
-    or a random key per process; see `task_ids.py`), its split and `progress` (subgoals every task
-    shares); what the task is (family, outcome, answer) only with `privileged_info=True`.
+    ## Description
+    Each seed has its own world (airports, flights, customers, bookings) in a per-episode SQLite
+    database, and a request from one of six families (`cheapest`, `seat`, `budget`, `multi_pax`,
+    `cancel_rebook`, `change_earlier`) at one of three levels. The agent looks things up and books,
+    cancels or changes through tools, then declares the outcome with `finish`: done, infeasible (no
+    flight satisfies the request) or refused (the policy forbids it). With `stochastic=True` the world
+    moves while the agent works: other customers buy seats, the service is sometimes busy, a fare may
+    rise between search and booking.
 
-    `user=None` (default): the first observation holds the whole request. `user="deterministic"`:
-    it holds the customer's opening message only (goal and route); the rest comes when the agent
-    asks, in a message with no tool call, answered by keyword rules (see `customer.py`).
-    `user="llm"`: the same opening, then a chat model at `user_base_url` (OpenAI-compatible) named
-    `user_model` answers, with `user_temperature` and `user_seed` (kept in the episode's record).
+    ## Action Space
+    Text (`TextSpace`): tool calls, `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, up to 8
+    a turn. `granularity` ("coarse" | "default" | "fine") puts the same desk behind other tools: each
+    level is a subclass, which `gym.make("agentrl/Flights-v0", granularity=...)` builds
+    (`granularity.py`). With a customer (`user` set), a turn with no tool call is a message to it.
 
-    `granularity` ("coarse" | "default" | "fine") puts the same desk behind other tools: each level
-    is a subclass, which `gym.make("agentrl/Flights-v0", granularity=...)` builds (`granularity.py`).
+    ## Observation Space
+    Text (`TextSpace`): first the policy, the request and the tools, then the tool results inside
+    `<tool_response>` tags, or the customer's reply. `observation="full"` (default) gives the policy in
+    prose and the tools as JSON schemas; `"compact"` the policy as short rules, the tools as one-line
+    signatures and trimmed tool results (`compact.py`). Tasks, tools, actions and rewards are the same in
+    both. A malformed call is answered with an error message.
 
-    `observation` ("full" | "compact") is what the agent reads: "full" (default) the policy in prose
-    and the tools as JSON schemas; "compact" the policy as short rules, the tools as one-line
-    signatures and trimmed tool results, search results as text rows (`compact.py`). Tasks, tools,
-    actions and rewards are the same in both.
+    ## Rewards
+    1 at the end only if `finish` declared the right outcome and the final database holds exactly the
+    requested change (none when the request is infeasible or refused) and nothing else (`verify.py`);
+    otherwise 0. With `shaped_reward=True`, also `shaping` the first time each subgoal every task shares
+    is reached (the customer looked up, the route searched; `info["progress"]`).
+
+    ## Starting State
+    `reset(seed=n)` plays task n of the split; `options` may name `family`, `level`, `split` and
+    `world_seed` (one of many moving worlds for the same task). `user=None` (default): the first
+    observation holds the whole request. `user="deterministic"`: only the customer's opening (goal and
+    route), the rest told when asked, by keyword rules (`customer.py`); `user="llm"`: the same opening,
+    then a chat model answers. `info` carries the task's opaque `task_id` (a keyed hash, see
+    `task_ids.py`), its split and `progress`; what the task is only with `privileged_info=True`.
+
+    ## Episode End
+    - Termination: `finish` is called.
+    - Truncation: after `max_turns` steps (default 30); the database is judged as it is, with no
+      outcome declared, so the reward is 0 (plus any shaping already paid).
+
+    ## Arguments
+    `days` (1), `families` and `levels` (all), `split` ("train"); `stochastic` (False) or each of its
+    parts: `churn`, `busy_rate`, `fare_changes`; `shaped_reward` (False), `shaping` (0.1);
+    `privileged_info` (False) and `task_id_key`, an operator's secret (default: a random key per
+    process); `granularity`, `observation`; `user` with `user_model`, `user_base_url` (an
+    OpenAI-compatible endpoint), `user_api_key`, `user_temperature` (0.0) and `user_seed` (0), kept in
+    the episode's record; `max_turns` (30), `render_mode`.
     """
 
     default_max_turns = 30

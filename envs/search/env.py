@@ -62,11 +62,48 @@ def information(hits: list[Hit]) -> str:
 
 
 class SearchEnv(TextEnv):
-    """Answer a question, searching a corpus as often as `max_turns` allows.
+    """Answer a question, searching a corpus as often as `max_turns` allows (Search-R1's protocol).
 
-    Spaces: text in, text out (`TextSpace`). Reward: at the answer, 1.0 for an exact match with
-    any gold answer after Search-R1's normalisation (`reward="f1"`: token F1), `format_score`
-    for a wrong but well-formed answer, 0.0 when the episode ends with no answer.
+    ## Description
+    A question from a QA set (`dataset`: "synthetic" builds a world of `world_passages` passages from
+    `world_seed`, "wiki" brings its corpus; `qa_path` reads one, searched in your own index) is
+    answered by searching a retriever (BM25 or dense, in process, from `index_dir`, or at
+    `retrieval_url`). Questions are split into train and test by
+    their text (`agentrl.search.splits`).
+
+    ## Action Space
+    Free text (`TextSpace`, at most `max_action_chars`): the first `<search>query</search>` or
+    `<answer>...</answer>` in it is the action. A turn with neither gets Search-R1's invalid-action
+    reply.
+
+    ## Observation Space
+    Text (`TextSpace`, clipped to `max_observation_chars`): first Search-R1's prompt with the question;
+    after a search, the top `topk` passages inside `<information>...</information>`, rendered as
+    Search-R1's trainer renders them (a failed search says so there). `info["env_spans"]` marks which
+    characters of `env.rollout_text` the env wrote, so a trainer can mask them out of the loss.
+
+    ## Rewards
+    At the answer: 1.0 for an exact match with any gold answer after Search-R1's normalisation
+    (`reward="f1"`: token F1), `format_score` for a wrong but well-formed answer; 0.0 when the episode
+    ends with no answer.
+
+    ## Starting State
+    The prompt with a question drawn from `split` by the seed, or chosen by
+    `reset(options={"question_index": i})`, or given as `{"question": ..., "answers": [...]}`.
+    `info` names the task by an opaque `task_id`; gold answers and evidence only with
+    `privileged_info=True`.
+
+    ## Episode End
+    - Termination: an answer.
+    - Truncation: after `max_turns` searches and one final turn, in which a search returns nothing, so
+      the model must answer; reward 0.
+
+    ## Arguments
+    `dataset` ("synthetic"), `qa_path`, `index_dir`, `retrieval_url`, `backend` ("bm25"), `retriever`
+    (one already built), `topk` (3), `max_turns` (4 searches), `reward` ("em" | "f1"),
+    `format_score` (0.0), `world_seed` (0), `world_passages` (10,000), `split` ("train"),
+    `privileged_info` (False), `max_action_chars` (16,384), `max_observation_chars` (65,536),
+    `render_mode`.
     """
 
     default_max_turns: ClassVar[int] = 4

@@ -126,51 +126,62 @@ def gold_actions(task: Task) -> list[str]:
 class TauAirlineEnv(ToolEnv):
     """τ-bench's airline domain: serve a customer by talking to them and calling the airline's tools.
 
-    ## Data
+    ## Description
     `data_dir` is τ-bench's airline folder (`tau_bench/envs/airline` of a tau-bench checkout): its
     users, flights and reservations JSON, the policy `wiki.md` and the task list `tasks_<split>.py`;
     or τ²-bench's (`data/tau2/domains/airline` of a tau2-bench checkout), recognised by its database
     file `db.json` (or `db.toml`), with `policy.md`, `tasks.json` and `split_tasks.json` (`split`
     names one of its splits). Nothing is downloaded. The documents are loaded once per process into
-    a SQLite template; each episode works on its own page copy of it.
+    a SQLite template; each episode works on its own page copy of it. The tools are the benchmark's,
+    same arguments and results: τ-bench's 14 (see `desk.py` for its quirks), or τ²-bench's 14 with its
+    data (no `think`, `get_flight_status`; see `tau2_desk.py`).
 
-    ## Episode
-    `reset(options={"task_index": i})` picks a task (default: drawn from the seed). The first
-    observation is the airline's policy, how to act, the tools and the customer's first message.
-    An action is either tool calls (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, up
-    to 8; the results come back as the observation) or, when it holds no tool call, a message to the
-    customer, whose reply is the observation. The episode ends when the customer ends the
-    conversation (`###STOP###`) or the agent calls `transfer_to_human_agents`; `max_turns`
-    (default 30) truncates with reward 0, as the benchmark's step limit does.
+    ## Action Space
+    Text (`TextSpace`): either tool calls (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`,
+    up to 8) or, when it holds no tool call, a message to the customer.
 
-    ## Tools
-    The benchmark's airline tools, same arguments and results: τ-bench's 14 (see `desk.py` for its
-    quirks), or τ²-bench's 14 with its data (no `think`, `get_flight_status`; see `tau2_desk.py`).
+    ## Observation Space
+    Text (`TextSpace`): the tool results inside `<tool_response>` tags, or the customer's reply. The
+    customer is `user="scripted"`, which replays `user_turns` (or `options["user_turns"]`; default: the
+    task's instruction as the one opening message), then ends the chat; or `user="llm"`, an
+    OpenAI-compatible chat model at `user_base_url` named `user_model` that plays the customer from the
+    task's instruction and the guidelines (`user_guidelines.md` in `data_dir`, else built-in ones), with
+    `user_temperature` and `user_seed`, both kept in the episode's record.
 
-    ## Customer
-    `user="scripted"`: replays `user_turns` (or `options["user_turns"]`; default: the task's
-    instruction as the one opening message), then ends the chat. `user="llm"`: an OpenAI-compatible
-    chat model at `user_base_url` named `user_model` plays the customer from the task's instruction and
-    the guidelines (`user_guidelines.md` in `data_dir`, else built-in ones), with `user_temperature`
-    and `user_seed`, both kept in the episode's record.
-
-    ## Reward
-    At the end, as the benchmark computes it: 1 if the database equals the one the task's gold
-    actions produce and every required output was said to the customer (case-insensitive, commas
-    ignored), else 0. A τ²-bench task counts the parts its `reward_basis` names (DB, COMMUNICATE,
-    and ACTION: every gold action matched by one of the agent's calls on its `compare_args`).
-    With `strict_refusals=True`, a task whose gold leaves the database unchanged and asks for no
-    output (a refusal or hand-off task) also needs the refusal stated and grounded: where the gold
-    hands off, the hand-off (`transfer_to_human_agents`); elsewhere a message with a refusal phrase
-    (`REFUSAL_PHRASES`) and no hand-off; either way after the look-ups the gold makes (each of its
-    calls but `think`, `calculate` and the hand-off, made by the agent with the same arguments and
-    answered without error), or, where the gold makes none, after reading the customer's profile
-    and one of the customer's reservations; and reasoned: naming the policy rules that forbid the
-    request and no other (`agentrl.tau_airline.strict`); outputs then match as whole words.
-    `wrong_refusal_penalty` is taken from a failed episode of another task that ended on a refusal
-    or hand-off (see `strict.blanket_refusal_penalty`). Always: a message with more than
-    `MAX_NUMBERS_PER_MESSAGE` numbers says no required output (the benchmark's substring rule
+    ## Rewards
+    At the end, as the benchmark computes it: 1 if the database equals the one the task's gold actions
+    produce and every required output was said to the customer (case-insensitive, commas ignored),
+    else 0. A τ²-bench task counts the parts its `reward_basis` names (DB, COMMUNICATE, and ACTION:
+    every gold action matched by one of the agent's calls on its `compare_args`). Always: a message with
+    more than `MAX_NUMBERS_PER_MESSAGE` numbers says no required output (the benchmark's substring rule
     would pay a message listing every number).
+
+    With `strict_refusals=True`, a task whose gold leaves the database unchanged and asks for no output
+    (a refusal or hand-off task) also needs the refusal stated and grounded: where the gold hands off,
+    the hand-off (`transfer_to_human_agents`); elsewhere a message with a refusal phrase
+    (`REFUSAL_PHRASES`) and no hand-off; either way after the look-ups the gold makes (each of its calls
+    but `think`, `calculate` and the hand-off, made by the agent with the same arguments and answered
+    without error), or, where the gold makes none, after reading the customer's profile and one of the
+    customer's reservations; and reasoned: naming the policy rules that forbid the request and no other
+    (`agentrl.tau_airline.strict`); outputs then match as whole words. `wrong_refusal_penalty` is taken
+    from a failed episode of another task that ended on a refusal or hand-off (see
+    `strict.blanket_refusal_penalty`).
+
+    ## Starting State
+    The airline's policy, how to act, the tools and the customer's first message, for the task
+    `reset(options={"task_index": i})` picks (default: drawn from the seed). `info` names it
+    (`task_id`: `<split>/<index>`).
+
+    ## Episode End
+    - Termination: the customer ends the conversation (`###STOP###`), or the agent calls
+      `transfer_to_human_agents`.
+    - Truncation: after `max_turns` steps (default 30), with reward 0, as the benchmark's step limit.
+
+    ## Arguments
+    `data_dir` (without it the env describes itself but cannot start an episode), `split` ("test"),
+    `user` ("scripted"), `user_turns`, `user_model`, `user_base_url`, `user_api_key`,
+    `user_temperature` (0.0), `user_seed` (0), `strict_refusals` (False), `wrong_refusal_penalty`
+    (0.0, needs `strict_refusals`), `max_turns` (30), `render_mode`.
     """
 
     default_max_turns = 30

@@ -125,7 +125,7 @@ def needs_docker(env_kwargs: Mapping[str, Any]) -> str | None:
     """Why the sandbox envs cannot run here: no Docker SDK, engine or sandbox image (None: they can)."""
     if env_kwargs.get("sandbox_url"):
         return None  # a sandbox server runs the containers
-    from agentrl.sandbox_server.models import DEFAULT_IMAGE
+    from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE
 
     try:
         import docker

@@ -26,8 +26,8 @@ from agentrl.sandbox_server import (
     SandboxError,
     SandboxLost,
     SandboxNotFound,
-    cluster_flows,
 )
+from agentrl.sandbox_server.clients import cluster_flows
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 BASH = "agentrl/Bash-v0"

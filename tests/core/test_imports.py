@@ -50,12 +50,12 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"flights/env.py": "def level():\n    import agentrl.flights.granularity"}, "No import loop"),
         ({"core/spaces.py": "import agentrl.server.config"}, "Dependencies flow one way"),
         ({"flights/tasks.py": "import agentrl.search.env"}, "Dependencies flow one way"),
-        ({"sandbox_server/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
+        ({"sandbox_server/api/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
         ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
         ({"retrievers/base.py": "import agentrl.cluster.holders"}, "sandbox server and the retrievers"),
         # the cluster kit serves both servers: it imports neither, nor anything else of agentrl
         ({"cluster/holders.py": "import agentrl.protocol"}, "The cluster kit"),
-        ({"cluster/names.py": "import agentrl.sandbox_server.errors"}, "The cluster kit"),
+        ({"cluster/names.py": "import agentrl.sandbox_server.wire.errors"}, "The cluster kit"),
         ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
         ({"client/steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
         ({"server/app.py": "import agentrl.testing"}, "Dependencies flow one way"),
@@ -63,7 +63,8 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"cli.py": "import agentrl.testing.contract"}, "The env contract"),
         ({"server/episodes.py": "import agentrl.server.ui.render"}, "mounted by the app alone"),
         ({"server/mux.py": "import agentrl.server.openenv.session"}, "mounted by the app alone"),
-        ({"sandbox_server/routes.py": "import agentrl.sandbox_server.agent"}, "read only by the backends"),
+        ({"sandbox_server/api/routes.py": "import agentrl.sandbox_server.agent"},
+         "read only by the backends"),
     ],
 )
 def test_a_new_import_against_the_rules_fails(tmp_path, added, broken):

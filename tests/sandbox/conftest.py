@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from support import AppServer, free_port, unavailable
 
-from agentrl.sandbox_server.errors import DockerUnavailable
+from agentrl.sandbox_server.wire.errors import DockerUnavailable
 
 TOKEN = "test-token"
 
@@ -22,7 +22,7 @@ def port() -> int:
 
 @pytest.fixture(scope="session")
 def backend() -> Iterator:
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     try:
         b = DockerBackend(pool_size=2, reap_interval_s=0.5)
@@ -41,7 +41,7 @@ def sandbox(backend) -> Iterator:
 
 @pytest.fixture(scope="session")
 def server(backend) -> Iterator[AppServer]:
-    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.api.app import create_app
 
     with AppServer(create_app(backend, token=TOKEN, max_request_bytes=8 << 20), token=TOKEN) as srv:
         yield srv

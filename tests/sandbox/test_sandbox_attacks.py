@@ -13,8 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from agentrl.sandbox_server.channel import AgentLink
-from agentrl.sandbox_server.errors import SandboxDead
+from agentrl.sandbox_server.sandboxes.channel import AgentLink
+from agentrl.sandbox_server.wire.errors import SandboxDead
 
 pytestmark = pytest.mark.docker
 
@@ -87,7 +87,7 @@ class _FakeAgent:
         self.answer = answer
 
     def link(self) -> AgentLink:
-        from agentrl.sandbox_server.channel import PipeChannel
+        from agentrl.sandbox_server.sandboxes.channel import PipeChannel
 
         fake = self
 
@@ -162,7 +162,7 @@ class _SlowAgent:
                 agent.sendall(struct.pack(">I", len(reply)) + reply)
 
     def link(self) -> AgentLink:
-        from agentrl.sandbox_server.channel import PipeChannel
+        from agentrl.sandbox_server.sandboxes.channel import PipeChannel
 
         host = self.host
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from support import AppServer
 
-from agentrl.sandbox_server.errors import InvalidRequest
+from agentrl.sandbox_server.wire.errors import InvalidRequest
 
 pytestmark = pytest.mark.docker
 
@@ -94,7 +94,7 @@ def test_the_http_api_refuses_links_too(client):
 
 @pytest.fixture
 def client(server):
-    from agentrl.sandbox_server.client import SandboxClient
+    from agentrl.sandbox_server.clients.client import SandboxClient
 
     with SandboxClient(server.url, token=server.token) as c:
         yield c
@@ -130,7 +130,7 @@ print(open("/proc/1/stat").read().rsplit(")", 1)[1].split()[19])
 
 @pytest.fixture(scope="module")
 def tenants(backend):
-    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.api.app import create_app
 
     app = create_app(backend, tokens={"token-a": "a", "token-b": "b"}, quotas={"a": 2, "b": 2})
     with AppServer(app) as srv:
@@ -139,7 +139,7 @@ def tenants(backend):
 
 @pytest.fixture(scope="module")
 def two_tenants(backend):
-    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.api.app import create_app
 
     with AppServer(create_app(backend, tokens={"token-a": "a", "token-b": "b"})) as srv:
         yield srv
@@ -221,7 +221,7 @@ def test_tenant_flags_parse():
 
 
 def test_quotas_must_fit_in_the_backend(backend):
-    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.api.app import create_app
 
     with pytest.raises(ValueError, match="max_sandboxes"):
         create_app(backend, tokens={"t": "a"}, quotas={"a": backend.max_sandboxes})
@@ -247,7 +247,7 @@ def test_an_exec_reply_is_bounded_by_the_cap_as_received(sandbox):
 
 @pytest.fixture(scope="module")
 def small(backend):
-    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.api.app import create_app
 
     app = create_app(backend, token="t", max_json_bytes=1 << 20, max_output_bytes=1 << 20)
     with AppServer(app, token="t") as srv:

@@ -20,17 +20,23 @@ from typing import Any, get_type_hints
 import httpx
 import pytest
 
-from agentrl.sandbox_server import client as client_module
-from agentrl.sandbox_server import cluster as cluster_module
-from agentrl.sandbox_server.client import AsyncRemoteSandbox, AsyncSandboxClient, RemoteSandbox, SandboxClient
-from agentrl.sandbox_server.cluster import (
+from agentrl.sandbox_server.clients import client as client_module
+from agentrl.sandbox_server.clients import cluster as cluster_module
+from agentrl.sandbox_server.clients.client import (
+    AsyncRemoteSandbox,
+    AsyncSandboxClient,
+    RemoteSandbox,
+    SandboxClient,
+)
+from agentrl.sandbox_server.clients.cluster import (
     AsyncClusterSandbox,
     AsyncSandboxCluster,
     ClusterSandbox,
     SandboxCluster,
 )
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxError
-from agentrl.sandbox_server.models import (
+from agentrl.sandbox_server.sandboxes.sandbox import Sandbox
+from agentrl.sandbox_server.wire.errors import InvalidRequest, SandboxError
+from agentrl.sandbox_server.wire.models import (
     ExecArgs,
     ExecOptions,
     ExecRequest,
@@ -38,7 +44,6 @@ from agentrl.sandbox_server.models import (
     SpecArgs,
     exec_options,
 )
-from agentrl.sandbox_server.sandbox import Sandbox
 
 EVERY_BYTE = bytes(range(256))
 HEX = "od -An -v -tx1 | tr -d ' \\n'"  # stdin as hex: every byte shows, none is lost to decoding

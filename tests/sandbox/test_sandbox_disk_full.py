@@ -74,8 +74,8 @@ def test_files_given_at_create_that_do_not_fit_refuse_the_create_and_leave_nothi
 def test_a_full_staging_directory_fails_the_upload_and_frees_what_it_staged():
     """The agent stages an upload in its own tmpfs (`tmp_mb`) before putting it in place: an upload
     bigger than it fails as `DiskFull`, and what was staged is removed, so the next upload fits."""
-    from agentrl.sandbox_server.app import create_app
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.api.app import create_app
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     backend = DockerBackend(pool_size=0, tmp_mb=2)
     try:

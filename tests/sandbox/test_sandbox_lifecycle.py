@@ -14,9 +14,9 @@ import time
 import httpx
 import pytest
 
-from agentrl.sandbox_server.docker_backend import LABEL
-from agentrl.sandbox_server.errors import DockerUnavailable, SandboxNotFound
-from agentrl.sandbox_server.models import DEFAULT_IMAGE
+from agentrl.sandbox_server.sandboxes.docker_backend import LABEL
+from agentrl.sandbox_server.wire.errors import DockerUnavailable, SandboxNotFound
+from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE
 
 pytestmark = pytest.mark.docker
 
@@ -97,7 +97,7 @@ def start_orphan(backend) -> str:
 
 
 def test_startup_reaps_containers_of_dead_owners(backend):
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     api = backend.docker.api
     cid = start_orphan(backend)
@@ -114,7 +114,7 @@ def test_startup_reap_is_over_when_the_backend_is_handed_out(backend):
     """Another sweep (a second server, or this one's periodic reap) has begun removing the orphans
     when a backend starts: the backend is handed out only once they are gone, not while the
     engine still lists them as being removed."""
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     api = backend.docker.api
     orphans = [start_orphan(backend) for _ in range(6)]
@@ -186,7 +186,7 @@ def post_quietly(url: str) -> None:
 
 
 def test_missing_docker_is_a_clear_error(monkeypatch):
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(DockerUnavailable) as info:
@@ -210,7 +210,7 @@ def test_cli_reports_missing_docker(port):
 
 def test_the_agent_ends_when_its_host_falls_silent():
     """The watchdog: heartbeats keep a sandbox alive; without them it ends after `watchdog_s`."""
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     with (
         DockerBackend(pool_size=0, watchdog_s=2.0, reap_interval_s=0.5) as beating,

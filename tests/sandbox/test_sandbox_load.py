@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agentrl.sandbox_server.errors import CapacityError
+from agentrl.sandbox_server.wire.errors import CapacityError
 
 pytestmark = pytest.mark.docker
 
@@ -108,7 +108,7 @@ def metric_value(url: str, headers: dict[str, str], name: str) -> float:
 
 
 def test_max_sandboxes_is_exact_under_concurrency():
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     with DockerBackend(pool_size=0, max_sandboxes=3, max_concurrent_creates=8) as backend:
         barrier = threading.Barrier(12)

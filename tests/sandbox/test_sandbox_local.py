@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrl.sandbox_server import LocalBackend, Sandbox
-from agentrl.sandbox_server.errors import SandboxNotFound
+from agentrl.sandbox_server.wire.errors import SandboxNotFound
 
 
 @pytest.fixture(scope="module")

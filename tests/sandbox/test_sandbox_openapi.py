@@ -21,9 +21,9 @@ from openapi_conformance import cases_run, check_conformance
 from pydantic import ValidationError
 from support import AppServer, unavailable
 
-from agentrl.sandbox_server.app import create_app
-from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest
-from agentrl.sandbox_server.models import (
+from agentrl.sandbox_server.api.app import create_app
+from agentrl.sandbox_server.wire.errors import DockerUnavailable, InvalidRequest
+from agentrl.sandbox_server.wire.models import (
     BASE64_PATTERN,
     PATH_PATTERN,
     CreateSandboxRequest,
@@ -31,7 +31,7 @@ from agentrl.sandbox_server.models import (
     RunCodeRequest,
     decode_base64,
 )
-from agentrl.sandbox_server.paths import check_path
+from agentrl.sandbox_server.wire.paths import check_path
 
 TOKEN = "openapi-token"
 
@@ -162,7 +162,7 @@ def test_the_base64_pattern_admits_exactly_what_decodes(text):
 @pytest.fixture(scope="module")
 def local_server() -> Iterator[AppServer]:
     """A server over the unisolated local backend: these tests start no sandbox."""
-    from agentrl.sandbox_server.local_backend import LocalBackend
+    from agentrl.sandbox_server.sandboxes.local_backend import LocalBackend
 
     with pytest.warns(UserWarning, match="WITHOUT ANY ISOLATION"):
         backend = LocalBackend(max_sandboxes=2)
@@ -195,7 +195,7 @@ def test_a_405_names_every_method_of_its_path_and_unread_bodies_answer_a_declare
 def docker_server() -> Iterator[AppServer]:
     """A server of its own with few sandboxes: a stateful run creates them faster than they end, and
     closing its backend removes every one."""
-    from agentrl.sandbox_server.docker_backend import DockerBackend
+    from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
     try:
         backend = DockerBackend(pool_size=1, max_sandboxes=6, reap_interval_s=0.5)

@@ -9,14 +9,14 @@ import httpx
 import pytest
 from support import AppServer
 
-from agentrl.sandbox_server.errors import InvalidRequest
+from agentrl.sandbox_server.wire.errors import InvalidRequest
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def tenants(backend):
-    from agentrl.sandbox_server.app import create_app
+    from agentrl.sandbox_server.api.app import create_app
 
     app = create_app(backend, tokens={"token-a": "a", "token-b": "b"}, allowed_images=["agentrl-extra:x"])
     with AppServer(app) as srv:

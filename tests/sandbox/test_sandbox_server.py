@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from agentrl.sandbox_server import AsyncSandboxClient, Sandbox, SandboxClient
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.wire.errors import InvalidRequest, SandboxError, SandboxNotFound
 
 pytestmark = pytest.mark.docker
 

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from agentrl.sandbox_server import Sandbox
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxNotFound
+from agentrl.sandbox_server.wire.errors import InvalidRequest, SandboxNotFound
 
 pytestmark = pytest.mark.docker
 

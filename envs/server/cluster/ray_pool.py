@@ -146,7 +146,7 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
     try:
         pool = RayPool(config, log_level, num_cpus)
         if sandboxes:
-            from agentrl.sandbox_server.discovery import CLUSTER_PATH
+            from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH
             from agentrl.server.cluster.ray_sandboxes import SANDBOX_PATH, NodeSandboxes, add_sandbox_map
 
             node_sandboxes = pool.sandboxes = NodeSandboxes(config.resolved_token(), config.host,

@@ -13,7 +13,7 @@ serve --processes` serves at `/v1/cluster`), and every env-server actor gives Ba
 `sandbox_url=<address>/sandboxes/v1/cluster` and names its own node's server as the one to prefer
 (`AGENTRL_SANDBOX_NEAR` in its process, read by `SandboxCluster`): each episode's sandbox is on its
 own node while that server is up, and when it is lost the sandbox is replayed into another node's
-(`agentrl.sandbox_server.cluster`). Nodes that join later get a server when holders are next added.
+(`agentrl.sandbox_server.clients.cluster`). Nodes that join later get a server when holders are next added.
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from agentrl.sandbox_server.discovery import CLUSTER_PATH, NEAR_ENV_VAR, SandboxClusterMap, SandboxHolderInfo
+from agentrl.sandbox_server.cluster.discovery import (
+    CLUSTER_PATH,
+    NEAR_ENV_VAR,
+    SandboxClusterMap,
+    SandboxHolderInfo,
+)
 from agentrl.server.config import is_loopback
 from agentrl.server.local import free_port
 
@@ -54,8 +59,8 @@ class SandboxServerActor:
         import uvicorn
 
         from agentrl.cluster.serving import uvicorn_config
-        from agentrl.sandbox_server.app import create_app
-        from agentrl.sandbox_server.docker_backend import DockerBackend
+        from agentrl.sandbox_server.api.app import create_app
+        from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
 
         self.host = host if not is_loopback(host) else ray.util.get_node_ip_address()
         if not is_loopback(self.host) and not token:

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from agentrl.sandbox_server.channel import AgentLink
-from agentrl.sandbox_server.errors import Busy, SandboxError, SandboxNotFound
-from agentrl.sandbox_server.languages import script_command
-from agentrl.sandbox_server.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, exec_options
-from agentrl.sandbox_server.paths import check_path, check_tar
+from agentrl.sandbox_server.sandboxes.channel import AgentLink
+from agentrl.sandbox_server.wire.errors import Busy, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.wire.languages import script_command
+from agentrl.sandbox_server.wire.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, exec_options
+from agentrl.sandbox_server.wire.paths import check_path, check_tar
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack: Python 3.11+

@@ -21,9 +21,9 @@ import httpx
 
 from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
 from agentrl.cluster.flows import ClientMap
-from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxHolderInfo
-from agentrl.sandbox_server.errors import CapacityError, SandboxDead, SandboxError, SandboxNotFound
-from agentrl.sandbox_server.models import ExecResult
+from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH, SandboxHolderInfo
+from agentrl.sandbox_server.wire.errors import CapacityError, SandboxDead, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.wire.models import ExecResult
 
 REFRESH_S = 2.0  # how old the holder map may be when a sandbox is created
 START_WAIT_S = 30.0  # how long a create waits for a server starting (a restart) when none is up

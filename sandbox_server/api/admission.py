@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.types import Receive, Scope, Send
 
-from agentrl.sandbox_server.errors import TooLarge
+from agentrl.sandbox_server.wire.errors import TooLarge
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

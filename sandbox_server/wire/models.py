@@ -20,9 +20,9 @@ from pydantic import (
     model_validator,
 )
 
-from agentrl.sandbox_server.errors import InvalidRequest
-from agentrl.sandbox_server.languages import LANGUAGES
-from agentrl.sandbox_server.openapi import WholeNumber
+from agentrl.sandbox_server.wire.errors import InvalidRequest
+from agentrl.sandbox_server.wire.languages import LANGUAGES
+from agentrl.sandbox_server.wire.openapi import WholeNumber
 
 DEFAULT_IMAGE = "agentrl-sandbox:latest"
 WORKDIR = "/workspace"

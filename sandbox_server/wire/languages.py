@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentrl.sandbox_server.errors import InvalidRequest
+from agentrl.sandbox_server.wire.errors import InvalidRequest
 
 
 @dataclass(frozen=True)

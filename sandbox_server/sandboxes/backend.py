@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentrl.sandbox_server.channel import AgentLink
-from agentrl.sandbox_server.errors import CapacityError, InvalidRequest, SandboxNotFound
-from agentrl.sandbox_server.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec, SpecArgs, spec_changes
-from agentrl.sandbox_server.sandbox import AgentSandbox
+from agentrl.sandbox_server.sandboxes.channel import AgentLink
+from agentrl.sandbox_server.sandboxes.sandbox import AgentSandbox
+from agentrl.sandbox_server.wire.errors import CapacityError, InvalidRequest, SandboxNotFound
+from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec, SpecArgs, spec_changes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack: Python 3.11+

@@ -24,19 +24,19 @@ import anyio
 from fastapi import HTTPException, Request, Response
 from pydantic import BaseModel
 
-from agentrl.sandbox_server.admission import (
+from agentrl.sandbox_server.api.admission import (
     LIGHT_BYTES,
     Admission,
     HeldResponse,
     declared_length,
     in_thread,
 )
-from agentrl.sandbox_server.backend import Backend
-from agentrl.sandbox_server.errors import Busy, QuotaExceeded, SandboxDead, SandboxNotFound
-from agentrl.sandbox_server.metrics import Metrics
-from agentrl.sandbox_server.models import DEFAULT_IMAGE
-from agentrl.sandbox_server.run_code import RunCodeService
-from agentrl.sandbox_server.sandbox import AgentSandbox
+from agentrl.sandbox_server.api.metrics import Metrics
+from agentrl.sandbox_server.api.run_code import RunCodeService
+from agentrl.sandbox_server.sandboxes.backend import Backend
+from agentrl.sandbox_server.sandboxes.sandbox import AgentSandbox
+from agentrl.sandbox_server.wire.errors import Busy, QuotaExceeded, SandboxDead, SandboxNotFound
+from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

@@ -17,9 +17,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel
 
-from agentrl.sandbox_server.admission import LIGHT_BYTES, HeldResponse
-from agentrl.sandbox_server.errors import Forbidden, SandboxError
-from agentrl.sandbox_server.models import (
+from agentrl.sandbox_server.api.admission import LIGHT_BYTES, HeldResponse
+from agentrl.sandbox_server.api.run_code import b64decode
+from agentrl.sandbox_server.api.server_state import ServerState, big_body, in_thread
+from agentrl.sandbox_server.sandboxes.sandbox import CHUNK, AgentSandbox
+from agentrl.sandbox_server.wire.errors import Forbidden, SandboxError
+from agentrl.sandbox_server.wire.models import (
     DEFAULT_IMAGE,
     PATH_PATTERN,
     CreateSandboxRequest,
@@ -30,10 +33,7 @@ from agentrl.sandbox_server.models import (
     SandboxInfo,
     SandboxSpec,
 )
-from agentrl.sandbox_server.paths import MAX_PATH_BYTES
-from agentrl.sandbox_server.run_code import b64decode
-from agentrl.sandbox_server.sandbox import CHUNK, AgentSandbox
-from agentrl.sandbox_server.server_state import ServerState, big_body, in_thread
+from agentrl.sandbox_server.wire.paths import MAX_PATH_BYTES
 
 # the pattern is the schema's word for what `paths.check_path` refuses, with its own clear message
 FilePath = Annotated[

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 
-from agentrl.sandbox_server.errors import SandboxError
-from agentrl.sandbox_server.models import (
+from agentrl.sandbox_server.sandboxes.sandbox import as_bytes
+from agentrl.sandbox_server.wire.errors import SandboxError
+from agentrl.sandbox_server.wire.models import (
     ExecArgs,
     ExecOptions,
     ExecResult,
@@ -27,7 +28,6 @@ from agentrl.sandbox_server.models import (
     exec_options,
     spec_changes,
 )
-from agentrl.sandbox_server.sandbox import as_bytes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack: Python 3.11+

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from agentrl.sandbox_server.errors import DiskFull, InvalidRequest, SandboxDead, SandboxError
+from agentrl.sandbox_server.wire.errors import DiskFull, InvalidRequest, SandboxDead, SandboxError
 
 HEADER = struct.Struct(">I")
 MAX_STREAM_FRAME = 1 << 24  # Docker cuts a container's output into frames far smaller than this

@@ -22,20 +22,20 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from agentrl.sandbox_server.backend import Backend, log
-from agentrl.sandbox_server.errors import InvalidRequest, SandboxError
-from agentrl.sandbox_server.languages import language
-from agentrl.sandbox_server.models import (
+from agentrl.sandbox_server.sandboxes.backend import Backend, log
+from agentrl.sandbox_server.sandboxes.sandbox import AgentSandbox
+from agentrl.sandbox_server.wire.errors import InvalidRequest, SandboxError
+from agentrl.sandbox_server.wire.languages import language
+from agentrl.sandbox_server.wire.models import (
     CommandRunResult,
     ExecResult,
     RunCodeRequest,
     RunCodeResponse,
     decode_base64,
 )
-from agentrl.sandbox_server.sandbox import AgentSandbox
 
 if TYPE_CHECKING:
-    from agentrl.sandbox_server.metrics import Metrics
+    from agentrl.sandbox_server.api.metrics import Metrics
 
 MAX_OUTPUT_BYTES = 1 << 20
 MAX_FETCH_BYTES = 8 << 20  # a file asked for in `fetch_files`; a bigger one is left out like a missing one

@@ -15,9 +15,9 @@ import warnings
 from typing import Any
 
 from agentrl.sandbox_server.agent import PROGRAM as AGENT_PROGRAM
-from agentrl.sandbox_server.backend import Backend, log
-from agentrl.sandbox_server.channel import AgentLink, PipeChannel
-from agentrl.sandbox_server.models import SandboxSpec
+from agentrl.sandbox_server.sandboxes.backend import Backend, log
+from agentrl.sandbox_server.sandboxes.channel import AgentLink, PipeChannel
+from agentrl.sandbox_server.wire.models import SandboxSpec
 
 WARNING = (
     "agentrl LocalBackend runs commands WITHOUT ANY ISOLATION as your own user (no container, no limits, "

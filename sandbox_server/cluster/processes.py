@@ -7,7 +7,7 @@ Docker backend, warm pool and sandboxes of its own; sandbox ids carry the holder
 serves the address a user is given: `GET /v1/cluster` (the holders, their URLs, states and open
 sandboxes, read from each one's `/health` by the health watcher of `agentrl.cluster.holders`) and
 `/health`; every other path answers 421 naming the map, since the sandbox traffic goes to the holders directly
-(`agentrl.sandbox_server.cluster.SandboxCluster` does that for a client).
+(`agentrl.sandbox_server.clients.cluster.SandboxCluster` does that for a client).
 
 Why not uvicorn's `--workers`: its workers share one socket and the kernel hands each connection
 to any of them, while a sandbox lives in the one process that made it; calls must reach their
@@ -15,7 +15,7 @@ holder, which only the client can do by the id. The supervision is the cluster k
 (`agentrl.cluster.supervisor`, shared with `agentrl serve --processes`), which knows no env.
 
 A child that exits is reported and started again on its port under its name (at most
-`MAX_RESTARTS` times), without the sandboxes it held: a client replays them (`cluster.py`). The
+`MAX_RESTARTS` times), without the sandboxes it held: a client replays them (`clients/cluster.py`). The
 children die with the parent however it ends (`PR_SET_PDEATHSIG` on Linux); a parent that stops
 normally terminates them first, and each closes its containers.
 """
@@ -34,7 +34,7 @@ from agentrl.cluster.children import free_port
 from agentrl.cluster.holders import PoolSettings, lifespan
 from agentrl.cluster.serving import uvicorn_config
 from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
-from agentrl.sandbox_server.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo
+from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo
 
 log = logging.getLogger("agentrl.sandbox")
 STOP_TIMEOUT_S = 30.0

@@ -14,7 +14,7 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
-    from agentrl.sandbox_server.backend import Backend
+    from agentrl.sandbox_server.sandboxes.backend import Backend
 
 
 class Metrics:

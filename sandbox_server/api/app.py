@@ -16,14 +16,14 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from agentrl.sandbox_server import routes
-from agentrl.sandbox_server.admission import Admission
-from agentrl.sandbox_server.backend import Backend
-from agentrl.sandbox_server.errors import DiskFull, SandboxError
-from agentrl.sandbox_server.limits import BodyLimit
-from agentrl.sandbox_server.models import ErrorResponse
-from agentrl.sandbox_server.openapi import allowed_methods
-from agentrl.sandbox_server.server_state import ServerState
+from agentrl.sandbox_server.api import routes
+from agentrl.sandbox_server.api.admission import Admission
+from agentrl.sandbox_server.api.limits import BodyLimit
+from agentrl.sandbox_server.api.server_state import ServerState
+from agentrl.sandbox_server.sandboxes.backend import Backend
+from agentrl.sandbox_server.wire.errors import DiskFull, SandboxError
+from agentrl.sandbox_server.wire.models import ErrorResponse
+from agentrl.sandbox_server.wire.openapi import allowed_methods
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503, 507)

@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentrl.sandbox_server.agent import PROGRAM as AGENT_PROGRAM
-from agentrl.sandbox_server.backend import Backend, log
-from agentrl.sandbox_server.channel import AgentLink, AttachChannel
-from agentrl.sandbox_server.errors import DockerUnavailable, InvalidRequest, SandboxError
-from agentrl.sandbox_server.models import DEFAULT_IMAGE, WORKDIR, SandboxSpec
+from agentrl.sandbox_server.sandboxes.backend import Backend, log
+from agentrl.sandbox_server.sandboxes.channel import AgentLink, AttachChannel
+from agentrl.sandbox_server.wire.errors import DockerUnavailable, InvalidRequest, SandboxError
+from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE, WORKDIR, SandboxSpec
 
 LABEL = "org.agentrl.sandbox"
 AGENT_USER = "0:0"  # commands run as uid 1000; the agent stays out of their reach

@@ -6,8 +6,8 @@ import posixpath
 import tarfile
 from typing import IO
 
-from agentrl.sandbox_server.errors import InvalidRequest
-from agentrl.sandbox_server.models import WORKDIR
+from agentrl.sandbox_server.wire.errors import InvalidRequest
+from agentrl.sandbox_server.wire.models import WORKDIR
 
 MAX_PATH_BYTES = 1024
 MAX_NAME_BYTES = 255

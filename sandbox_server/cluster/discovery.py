@@ -5,7 +5,7 @@ address. Each is a *holder*: a server with its own URL that puts its name at the
 sandbox id it makes (`<holder>.<hex>`). The address serves only the map below; a client creates a
 sandbox on the holder with the fewest and sends every call on it to the holder its id names, so no
 process sits between a client and its sandboxes. Shared by the server side (`processes.py`) and the
-client (`cluster.py`); nothing here does I/O. The ids, states and map path are the cluster kit's
+client (`clients/cluster.py`); nothing here does I/O. The ids, states and map path are the cluster kit's
 (`agentrl.cluster.names`), as the env servers' are.
 """
 

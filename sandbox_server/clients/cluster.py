@@ -1,7 +1,7 @@
 """Clients of several sandbox servers behind one address: `SandboxCluster` and `AsyncSandboxCluster`.
 
 Given the address of `agentrl sandbox serve --processes N` (or of one sandbox server per Ray node),
-a cluster client reads the holder map (`GET /v1/cluster`, see `discovery.py`), creates each sandbox
+a cluster client reads the holder map (`GET /v1/cluster`, see `cluster/discovery.py`), creates each sandbox
 on the usable holder with the fewest open sandboxes (its own creates counted at once, so a burst
 spreads), and sends every call on a sandbox straight to its holder with that holder's own
 `SandboxClient`: no process in between. The map is read again every `REFRESH_S` on a create, and
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 
 from agentrl.cluster.flows import drive, drive_async
-from agentrl.sandbox_server.client import (
+from agentrl.sandbox_server.clients.client import (
     AsyncRemoteSandbox,
     AsyncSandboxClient,
     RemoteSandbox,
     SandboxClient,
     SandboxInfos,
 )
-from agentrl.sandbox_server.cluster_flows import (
+from agentrl.sandbox_server.clients.cluster_flows import (
     WAIT_S,
     RequestOutcome,
     SandboxLost,
@@ -51,15 +51,15 @@ from agentrl.sandbox_server.cluster_flows import (
     _Request,
     _Routes,
 )
-from agentrl.sandbox_server.discovery import (
+from agentrl.sandbox_server.cluster.discovery import (
     CLUSTER_PATH,
     NEAR_ENV_VAR,
     SandboxClusterMap,
     SandboxHolderInfo,
     holder_of,
 )
-from agentrl.sandbox_server.errors import SandboxError, SandboxNotFound
-from agentrl.sandbox_server.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, SpecArgs
+from agentrl.sandbox_server.wire.errors import SandboxError, SandboxNotFound
+from agentrl.sandbox_server.wire.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, SpecArgs
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack: Python 3.11+
