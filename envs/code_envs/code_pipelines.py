@@ -2,17 +2,24 @@
 of a string, one after another, then a final result. Each step brings a phrase of the docstring, a
 line of the reference implementation and wrong variants of that line (the bugs), so the number of
 distinct specs grows with the product of the steps' kinds and parameters (hundreds of thousands),
-where each hand-written builder of `code_specs` has a few dozen.
+where each hand-written builder of `code_specs` has a few dozen. Steps that change nothing the
+function returns (`has_idle_step`) are never drawn.
 """
 
 from __future__ import annotations
 
 import random
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
+from agentrl.code_envs.code_probes import probes
 from agentrl.code_envs.code_specs import Spec
 from agentrl.code_envs.vocab import ARG_NAMES, WORDS, func_name
+
+MAX_STEP_DRAWS = 200  # most draws have no no-op step: never reached
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,54 @@ def _phrase(rng: random.Random) -> str:
     )
 
 
+def _source(fn: str, a: str, var: str, steps: list[Step], ret: str, annotation: str) -> str:
+    body = (
+        [f"    {var} = {'list(' + a + ')' if var == 'xs' else a}"]
+        + [f"    {s.line}" for s in steps]
+        + [f"    {ret}"]
+    )
+    return f"def {fn}({a}: {annotation}):\n" + "\n".join(body) + "\n"
+
+
+@cache
+def _statement(var: str, line: str) -> Callable[[Any], Any]:
+    """A step's line (`xs = ...`) or a final line (`return ...`) as a function of `var`, compiled once."""
+    namespace: dict[str, Any] = {}
+    exec(f"def f({var}):\n    {line}\n    return {var}\n", namespace)  # our own step templates
+    return namespace["f"]
+
+
+def _chain(var: str, lines: list[str], value: Any) -> Any:
+    """What the lines, run one after another on `value`, return (an exception: its type name)."""
+    try:
+        for line in lines:
+            value = _statement(var, line)(value)
+        return value
+    except Exception as exc:
+        return ("raised", type(exc).__name__)
+
+
+def has_idle_step(steps: list[Step], ret: str, var: str, domain: str) -> bool:
+    """Whether leaving out one of `steps` changes nothing the function returns on the probes (a rotation
+    before a sum, a sort before a maximum, 'keep the even numbers' after 'keep those divisible by 4'):
+    such a step is a no-op, and its clause would make a new docstring of an old function.
+
+    The steps are run as compiled statements rather than as whole programs (one `exec` per variant
+    would be most of the cost of drawing a spec), each variant only until its first differing output;
+    they rebind `var` and never mutate it, so the probes are shared, and outputs (ints, strings, lists
+    of them) compare as Python values."""
+    start, values = (
+        f"{var} = list({var})" if var == "xs" else f"{var} = {var}",
+        [v for (v,) in probes(domain)],
+    )
+    lines = [start, *(s.line for s in steps), ret]
+    whole = [_chain(var, lines, v) for v in values]
+    return any(
+        all(_chain(var, lines[: i + 1] + lines[i + 2 :], v) == w for v, w in zip(values, whole, strict=True))
+        for i in range(len(steps))
+    )
+
+
 def _compose(
     rng: random.Random,
     noun: str,
@@ -249,31 +304,32 @@ def _compose(
     final: tuple[str, str, tuple[str, ...]],
     inputs: list[tuple],
     annotation: str,
+    domain: str,
 ) -> Spec:
     fn, a = func_name(rng, noun), rng.choice(ARG_NAMES)
     what, ret, ret_bugs = final
     doc = f"Given {kind}: " + "; then ".join(s.doc for s in steps) + f". Return {what}."
-    body = (
-        [f"    {var} = {'list(' + a + ')' if var == 'xs' else a}"]
-        + [f"    {s.line}" for s in steps]
-        + [f"    {ret}"]
-    )
-    source = f"def {fn}({a}: {annotation}):\n" + "\n".join(body) + "\n"
     bugs = tuple((f"    {s.line}\n", f"    {b}\n") for s in steps for b in s.bugs)
     bugs += tuple((f"    {ret}\n", f"    {b}\n") for b in ret_bugs)
-    return Spec(fn, doc, source, tuple(inputs), bugs)
+    return Spec(fn, doc, _source(fn, a, var, steps, ret, annotation), tuple(inputs), bugs, domain)
 
 
 def number_pipeline(rng: random.Random) -> Spec:
-    makers = rng.sample((_filter, _map, _order, _filter, _map), rng.randint(2, 3))
-    steps = list(dict((s.line, s) for s in (m(rng) for m in makers)).values())
-    inputs = [([],), ([rng.randint(-30, 30)],)] + [(_int_list(rng),) for _ in range(22)]
-    return _compose(
-        rng, "numbers", "a list of integers", "xs", steps, rng.choice(LIST_FINALS), inputs, "list"
-    )
+    for _ in range(MAX_STEP_DRAWS):
+        makers = rng.sample((_filter, _map, _order, _filter, _map), rng.randint(2, 3))
+        steps = list(dict((s.line, s) for s in (m(rng) for m in makers)).values())
+        final = rng.choice(LIST_FINALS)
+        if not has_idle_step(steps, final[1], "xs", "ints"):
+            inputs = [([],), ([rng.randint(-30, 30)],)] + [(_int_list(rng),) for _ in range(22)]
+            return _compose(rng, "numbers", "a list of integers", "xs", steps, final, inputs, "list", "ints")
+    raise RuntimeError(f"every one of {MAX_STEP_DRAWS} step draws had a no-op step")  # a step bug
 
 
 def text_pipeline(rng: random.Random) -> Spec:
-    steps = list(dict((s.line, s) for s in (_text_step(rng) for _ in range(rng.randint(2, 3)))).values())
-    inputs = [("",)] + [(_phrase(rng),) for _ in range(23)]
-    return _compose(rng, "text", "a string", "s", steps, _text_finals(rng), inputs, "str")
+    for _ in range(MAX_STEP_DRAWS):
+        steps = list(dict((s.line, s) for s in (_text_step(rng) for _ in range(rng.randint(2, 3)))).values())
+        final = _text_finals(rng)
+        if not has_idle_step(steps, final[1], "s", "text"):
+            inputs = [("",)] + [(_phrase(rng),) for _ in range(23)]
+            return _compose(rng, "text", "a string", "s", steps, final, inputs, "str", "text")
+    raise RuntimeError(f"every one of {MAX_STEP_DRAWS} step draws had a no-op step")  # a step bug

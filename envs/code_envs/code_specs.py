@@ -9,6 +9,7 @@ when the task is built.
 from __future__ import annotations
 
 import builtins
+import itertools
 import json
 import keyword
 import random
@@ -28,6 +29,7 @@ class Spec:
     source: str  # reference implementation (a complete `def`)
     inputs: tuple[tuple[Any, ...], ...]  # argument tuples for the tests
     bugs: tuple[tuple[str, str], ...]  # (old, new) replacements, each breaking `source`
+    domain: str  # the kind of argument(s) it takes: which probe inputs of `code_probes` apply
 
     def signature(self) -> str:
         return self.source.split("\n", 1)[0]
@@ -67,6 +69,11 @@ def normalize_program(source: str) -> str:
     return " ".join(_TOKEN.sub(rename, source).split())
 
 
+def canonical(value: Any) -> str:
+    """A JSON value as compared across the host and the container: keys sorted."""
+    return json.dumps(value, sort_keys=True)
+
+
 def run(source: str, name: str, inputs: tuple[tuple[Any, ...], ...]) -> list[Any]:
     """Outputs of our own generated code (the reference or a buggy copy), JSON round-tripped so that
     tuples and lists compare alike; an exception is recorded as its type name."""
@@ -104,6 +111,7 @@ def caesar(rng: random.Random) -> Spec:
             (f"97 + {k}) % 26", f"97 + {k}) % 25"),
             ("elif 'A' <= ch", "elif 'B' <= ch"),
         ),
+        "text",
     )
 
 
@@ -133,14 +141,17 @@ def run_length(rng: random.Random) -> Spec:
             ("            j += 1", "            j += 2"),
             ("        i = j", "        i = j + 1"),
         ),
+        "text",
     )
+
+
+# Divisor pairs of which neither divides the other: else one rule never applies, and its word is a no-op.
+FIZZ_DIVISORS = [(x, y) for x, y in itertools.permutations([2, 3, 4, 5, 6, 7, 11], 2) if x % y and y % x]
 
 
 def fizz(rng: random.Random) -> Spec:
-    (x, y), (wa, wb) = (
-        rng.sample([2, 3, 4, 5, 6, 7, 11], 2),
-        rng.sample(["Fizz", "Buzz", "Bang", "Pop", "Zap", "Ding"], 2),
-    )
+    x, y = rng.choice(FIZZ_DIVISORS)
+    wa, wb = rng.sample(["Fizz", "Buzz", "Bang", "Pop", "Zap", "Ding"], 2)
     fn, a = func_name(rng, "fizz"), rng.choice(ARG_NAMES)
     ns = sorted({0, 1, x * y, x * y + 1, *(rng.randint(2, 60) for _ in range(20))})
     return Spec(
@@ -158,16 +169,17 @@ def fizz(rng: random.Random) -> Spec:
             (f"{x} == 0 and", f"{x} == 0 or"),
             ("append(str(i))", "append(str(i + 1))"),
         ),
+        "count",
     )
+
+
+MEANINGFUL_DIGITS = {2: 1, 3: 3, 4: 2, 5: 1}  # decimals of sum / k for integers (3: any of 1..3)
 
 
 def moving_average(rng: random.Random) -> Spec:
-    k, digits, fn, a = (
-        rng.randint(2, 5),
-        rng.randint(1, 3),
-        func_name(rng, "window_avg"),
-        rng.choice(ARG_NAMES),
-    )
+    k, fn, a = rng.randint(2, 5), func_name(rng, "window_avg"), rng.choice(ARG_NAMES)
+    # an average of k integers has at most MEANINGFUL_DIGITS[k] decimals: rounding to more is a no-op
+    digits = rng.randint(1, MEANINGFUL_DIGITS[k])
     cases = [([],), ([1.0],), ([1, 2, 3, 4, 5],)] + [
         ([rng.randint(-20, 20) for _ in range(rng.randint(k, 14))],) for _ in range(20)
     ]
@@ -179,6 +191,7 @@ def moving_average(rng: random.Random) -> Spec:
         f"for i in range(len({a}) - {k} + 1)]\n",
         tuple(cases),
         ((f"len({a}) - {k} + 1", f"len({a}) - {k}"), (f"i + {k}]", f"i + {k - 1}]"), (f", {digits})", ")")),
+        "ints",
     )
 
 
@@ -225,6 +238,7 @@ def balanced(rng: random.Random) -> Spec:
             ("stack.pop() != ch", "stack[-1] != ch"),
             ("max(deepest, len(stack))", "max(deepest, len(stack) - 1)"),
         ),
+        "text",
     )
 
 
@@ -253,6 +267,7 @@ def merge_intervals(rng: random.Random) -> Spec:
             (f"sorted({a})", a),
             (f"s {op} out[-1][1]", f"s {'<' if touching else '<='} out[-1][1]"),
         ),
+        "intervals",
     )
 
 
@@ -270,6 +285,7 @@ def top_words(rng: random.Random) -> Spec:
         "    return [[w, c] for w, c in ranked[:k]]\n",
         tuple(cases),
         (("(-p[1], p[0])", "(-p[1],)"), (f">= {m}]", f"> {m}]"), ("ranked[:k]", "ranked[:k - 1]")),
+        "words",
     )
 
 
@@ -286,6 +302,7 @@ def roman(rng: random.Random) -> Spec:
         f"            out += sym\n            {a} -= value\n    return out{'.lower()' if lower else ''}\n",
         tuple((n,) for n in nums),
         (("(900, 'CM'), ", ""), ("(4, 'IV'), ", ""), (f"while {a} >= value", f"if {a} >= value")),
+        "count",
     )
 
 
@@ -312,6 +329,7 @@ def flatten(rng: random.Random) -> Spec:
         "        else:\n            out.append(x)\n    return out\n",
         tuple(cases),
         (("(x, depth - 1)", "(x, depth)"), ("depth > 0", "depth > 1"), ("out.extend(", "out.append(")),
+        "nested",
     )
 
 
@@ -329,6 +347,7 @@ def digit_sum(rng: random.Random) -> Spec:
             (f"{a} % {base}", f"{a} % {base + 1}"),
             ("return total", "return total - 1"),
         ),
+        "count",
     )
 
 
@@ -354,6 +373,7 @@ def snake(rng: random.Random) -> Spec:
             ("([A-Z]+)([A-Z][a-z])", "([A-Z])([A-Z][a-z])"),
             ("([a-z0-9])([A-Z])", "([a-z])([A-Z])"),
         ),
+        "text",
     )
 
 
@@ -378,6 +398,7 @@ def chunk(rng: random.Random) -> Spec:
             (f"range(0, len({a}), {size})", f"range(0, len({a}) - 1, {size})"),
             (f"i:i + {size}]", f"i:i + {size - 1}]"),
         ),
+        "ints",
     )
 
 

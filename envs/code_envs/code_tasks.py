@@ -13,9 +13,12 @@ argument, or a constant such as None, 0, 1, -1, '', [] or True: `TRIVIAL`). So d
 returning an argument or a constant, or special-casing the shown inputs earns nothing, and cases the
 starting code passed but the final code fails are subtracted.
 
-Test tasks are new in content, not only in fingerprint: every spec (its normalised docstring), every
-program (reference, buggy or stub, names normalised) and every test input belongs to one split
-(`tasks.content_split`), and `draw_spec` draws each task's parts from its own split's share only.
+Test tasks are new in behaviour, not only in fingerprint: every spec belongs to one split by what it
+computes (`code_probes.behaviour_split`, a hash of its outputs on fixed probe inputs), every test
+input and every fix_bug fix (the lines to change, names normalised) by a hash of its text
+(`tasks.content_split`), and `draw_spec` draws each task's parts from its own split's share only. Test
+tasks also grade every function on its domain's probes, so no train function passes a test
+function's hidden cases (see `code_probes`).
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ import random
 import secrets
 import shlex
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentrl.code_envs.code_pipelines import number_pipeline, text_pipeline
-from agentrl.code_envs.code_specs import SPECS, Spec, normalize_doc, normalize_program, run
+from agentrl.code_envs.code_probes import behaviour_split, fix_of, with_probes
+from agentrl.code_envs.code_specs import SPECS, Spec, canonical, normalize_doc, normalize_program, run
 from agentrl.code_envs.judge import CHECK_TIMEOUT_S, MalformedReport, oneshot, parse_index, parse_json
 from agentrl.code_envs.tasks import Builder, Grade, Redraw, Task, call, content_split, malformed
 from agentrl.code_envs.workspace import files
@@ -41,9 +44,10 @@ CASE_TIMEOUT_S = 2
 MAX_RESULT_CHARS = 1 << 16  # of one case's output; every expected output is far shorter
 # Outputs a stub earns without computing anything (besides its arguments): never counted.
 TRIVIAL = (None, True, False, 0, 1, -1, "", [], {})
+TRIVIAL_JSON = frozenset(canonical(v) for v in TRIVIAL)
 # Spec makers: every hand-written builder once, and the composed ones twice as often as all of those.
 MAKERS = (*SPECS, *(number_pipeline, text_pipeline) * len(SPECS))
-MAX_SPEC_DRAWS = 500  # a draw is in the split with probability 1/4: never reached
+MAX_SPEC_DRAWS = 500  # a draw is in the split with probability 1/2: never reached
 # A fixed environment for the candidate: nothing inherited, a fixed hash seed (set iteration order
 # is then the same as in `run_python`), no user site-packages, no cwd on sys.path but the workspace.
 PYTHON = "env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 PYTHONHASHSEED=0 python3 -s -P -B"
@@ -74,10 +78,6 @@ for i, (module, function, args) in enumerate(jobs):
     report.write("%s %d %d %s\n" % (nonce, i, ok, result.replace("\n", " ")))
     report.flush()
 """
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 def read_report(stdout: str, nonce: str, count: int) -> list[str | None]:
@@ -112,21 +112,19 @@ def outputs_of(sandbox: Sandbox, jobs: list[list[Any]]) -> list[str | None]:
 
 
 def hidden_tests(
-    module: str, specs: list[Spec], shown: set[int], start: list[list[Any]]
+    module: str, specs: list[Spec], shown: set[int], start: list[list[Any]], wants: list[list[Any]]
 ) -> tuple[Callable[[Sandbox, str | None], Grade], dict[str, Any]]:
-    """The check of a task whose cases are every input of `specs`; `start` holds the starting code's
-    outputs per spec (it fails a case when they differ from the reference's)."""
+    """The check of a task whose cases are every input of `specs`; `wants` holds the reference's
+    outputs per spec, `start` the starting code's (it fails a case when they differ)."""
     jobs, expected, counted, passing = [], [], [], []
-    for spec, start_outputs in zip(specs, start, strict=True):
-        for args, want, had in zip(
-            spec.inputs, run(spec.source, spec.name, spec.inputs), start_outputs, strict=True
-        ):
+    for spec, start_outputs, want_outputs in zip(specs, start, wants, strict=True):
+        for args, want, had in zip(spec.inputs, want_outputs, start_outputs, strict=True):
             i = len(jobs)
             jobs.append([module, spec.name, list(args)])
             expected.append(canonical(want))
             if had == want:
                 passing.append(i)
-            elif i not in shown and canonical(want) not in {canonical(v) for v in (*args, *TRIVIAL)}:
+            elif i not in shown and canonical(want) not in TRIVIAL_JSON | {canonical(v) for v in args}:
                 counted.append(i)
     if len(counted) < 2:
         raise Redraw("fewer than two hidden cases fail at the start with an output a stub cannot give")
@@ -188,18 +186,13 @@ def _stub_outputs(spec: Spec) -> list[Any]:
 
 
 def draw_spec(rng: random.Random, split: str, makers: tuple[Callable[[random.Random], Spec], ...]) -> Spec:
-    """A spec whose docstring and reference program belong to `split`, with the inputs that belong
-    to it (see `tasks.content_split`)."""
+    """A spec that computes a function of `split`, with the inputs of `split` (see `code_probes`).
+
+    Equal docstrings or equal programs compute equal functions, so they are in one split too."""
     for _ in range(MAX_SPEC_DRAWS):
         spec = rng.choice(makers)(rng)
-        if (
-            content_split("spec", normalize_doc(spec.doc)) == split
-            and content_split("program", normalize_program(spec.source)) == split
-        ):
-            inputs = tuple(
-                args for args in spec.inputs if content_split("case", canonical(list(args))) == split
-            )
-            return replace(spec, inputs=inputs)
+        if behaviour_split(spec) == split:
+            return with_probes(spec, split)
     raise RuntimeError(f"no {split} spec in {MAX_SPEC_DRAWS} draws")  # a bucket bug
 
 
@@ -209,7 +202,8 @@ def programs(*sources: str) -> list[str]:
 
 def implement(rng: random.Random, split: str) -> Task:
     spec = draw_spec(rng, split, MAKERS)
-    check, meta = hidden_tests("solution", [spec], set(), [_stub_outputs(spec)])
+    want = run(spec.source, spec.name, spec.inputs)
+    check, meta = hidden_tests("solution", [spec], set(), [_stub_outputs(spec)], [want])
     meta["programs"] = programs(spec.stub(), spec.source)
     return Task(
         "implement",
@@ -226,10 +220,19 @@ def implement(rng: random.Random, split: str) -> Task:
 
 def fix_bug(rng: random.Random, split: str) -> Task:
     spec = draw_spec(rng, split, MAKERS)
-    bugs = [b for b in spec.bugs if content_split("program", normalize_program(spec.buggy(b))) == split]
-    if not bugs:
-        raise Redraw(f"no bug of this spec makes a {split} program")
-    buggy = spec.buggy(rng.choice(bugs))
+    # the first bug, in a drawn order, whose fix is of the split and whose program computes a function
+    # of the split (so that no buggy program is another split's reference)
+    bugs = (spec.buggy(b) for b in rng.sample(spec.bugs, len(spec.bugs)))
+    buggy = next(
+        (
+            b
+            for b in bugs
+            if content_split("fix", fix_of(spec.source, b)) == split and behaviour_split(spec, b) == split
+        ),
+        None,
+    )
+    if buggy is None:
+        raise Redraw(f"no bug of this spec asks for a {split} fix in a {split} program")
     want, had = run(spec.source, spec.name, spec.inputs), run(buggy, spec.name, spec.inputs)
     failing = [i for i in range(len(want)) if had[i] != want[i]]
     passing = [i for i in range(len(want)) if had[i] == want[i]]
@@ -237,7 +240,7 @@ def fix_bug(rng: random.Random, split: str) -> Task:
         raise Redraw("the bug is exposed by fewer than three cases")
     # one failing case and one passing case are shown; at least two failing ones stay hidden
     shown = rng.sample(failing, 1) + rng.sample(passing, min(1, len(passing)))
-    check, meta = hidden_tests("solution", [spec], set(shown), [had])
+    check, meta = hidden_tests("solution", [spec], set(shown), [had], [want])
     meta["programs"] = programs(buggy, spec.source)
     visible = visible_tests("solution", [(spec, spec.inputs[i], want[i]) for i in shown])
     return Task(
@@ -261,13 +264,14 @@ def module_suite(rng: random.Random, split: str) -> Task:
     specs = [draw_spec(rng, split, MAKERS) for _ in range(3)]
     if len({s.name for s in specs}) < 3:
         raise Redraw("two functions drew the same name")
+    wants = [run(s.source, s.name, s.inputs) for s in specs]
     shown_cases, shown, offset = [], set(), 0
-    for spec in specs:
+    for spec, want in zip(specs, wants, strict=True):
         i = rng.randrange(len(spec.inputs))
-        shown_cases.append((spec, spec.inputs[i], run(spec.source, spec.name, (spec.inputs[i],))[0]))
+        shown_cases.append((spec, spec.inputs[i], want[i]))
         shown.add(offset + i)
         offset += len(spec.inputs)
-    check, meta = hidden_tests("mylib", specs, shown, [_stub_outputs(s) for s in specs])
+    check, meta = hidden_tests("mylib", specs, shown, [_stub_outputs(s) for s in specs], wants)
     meta["programs"] = programs(*(s.stub() for s in specs), *(s.source for s in specs))
     stubs = "\n\n".join(s.stub() for s in specs)
     listing = "\n".join(f"- {s.signature().removeprefix('def ').rstrip(':')}: {s.doc}" for s in specs)

@@ -8,11 +8,12 @@ setup) falls in the requested split's bucket. A task therefore belongs to exactl
 content alone: train and test are disjoint by construction, whatever index or seed produced them,
 and the fingerprint is also the task's opaque `task_id`.
 
-Distinct fingerprints are not enough where tasks are made of parts that recur: a Code-v0 function
-spec, program or test input seen in train must not come back in a test task under new names. Such
+Distinct fingerprints are not enough where tasks are made of parts that recur: a Code-v0 function,
+fix or test input seen in train must not come back in a test task under new names or new words. Such
 builders use `split` to draw each part from the split's own half of the content space
-(`content_split`: a hash of the part's normalised text), so the parts of the two splits are
-disjoint too; builders without recurring parts ignore it.
+(`content_split`: a hash of the part's normalised text, or for a function of what it computes, see
+`code_probes`), so the parts of the two splits are disjoint too; builders without recurring parts
+ignore it.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def split_of(fingerprint: str) -> str:
 
 
 def content_split(kind: str, text: str) -> str:
-    """The split a part of a task belongs to: `kind` ("spec", "program", "case") and its normalised
+    """The split a part of a task belongs to: `kind` ("behaviour", "fix", "case") and its normalised
     text, hashed. Every task of a split is built from parts of that split only."""
     digest = hashlib.sha256(f"{kind}\0{text}".encode()).digest()
     return "test" if int.from_bytes(digest[:4], "big") % CONTENT_TEST_SHARE == 0 else "train"
