@@ -13,6 +13,11 @@ The task has no state check (those run a call after every step that called the s
 the task's cost, not the env's). `--sandbox` measures sandbox isolation too (the Docker engine and
 the sandbox image).
 
+- served: MCP-v0 (process isolation) and Flights-v0 behind one `agentrl serve` process, as many
+  episodes of each stepped at once through `AsyncEnvClient` (64; 8 in the quick run): steps/s and
+  p50/p99 of each side by side. An MCP-v0 step is a call to a server process of its own, so the
+  row says what a served episode of a tool server costs beside one of agentrl's own worlds.
+
     python bench/mcp.py             # 500 calls, 10 resets each way
     python bench/mcp.py --quick     # 50 calls, 3 resets (CI)
     python bench/mcp.py --sandbox   # and the same in sandbox isolation
@@ -152,18 +157,80 @@ def measure(isolation: str, calls: int, times: int, baseline_ms: float) -> None:
     )
 
 
+async def served_rate(url: str, env_id: str, env_kwargs: dict[str, Any], episodes: int,
+                      seconds: float) -> tuple[float, float, float]:
+    """Steps/s, p50 and p99 (ms) of `episodes` episodes of `env_id` stepped at once, back to back, for
+    `seconds`, through the public async client, after one unmeasured step each."""
+    from serving import action_for  # bench/serving.py: the tool call each env is stepped with
+
+    from agentrl.client import AsyncEnvClient
+
+    async with AsyncEnvClient(url, timeout=300, max_connections=64) as client:
+        gate = asyncio.Semaphore(16)
+
+        async def create(seed: int) -> tuple[str, str]:
+            async with gate:
+                created = await client.create_episode(env_id, seed=seed, env_kwargs=env_kwargs)
+                action = GET if env_id == "agentrl/MCP-v0" else action_for(env_id, created.info)
+                return created.episode_id, action
+
+        episodes_made = await asyncio.gather(*(create(seed) for seed in range(episodes)))
+        await asyncio.gather(*(client.step(e, a) for e, a in episodes_made))
+        latencies: list[float] = []
+        deadline = time.perf_counter() + seconds
+
+        async def run(episode_id: str, action: str) -> None:
+            while time.perf_counter() < deadline:
+                began = time.perf_counter()
+                await client.step(episode_id, action)
+                latencies.append(time.perf_counter() - began)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(run(e, a) for e, a in episodes_made))
+        wall = time.perf_counter() - began
+        await asyncio.gather(*(client.close_episode(e) for e, _ in episodes_made))
+    latencies.sort()
+    return (len(latencies) / wall, latencies[len(latencies) // 2] * 1000,
+            latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000)
+
+
+def served(episodes: int, seconds: float) -> None:
+    """MCP-v0 and Flights-v0 served by one `agentrl serve` process (`bench/serving.py`'s, with MCP-v0's
+    operator arguments added), each measured alone at `episodes` live episodes."""
+    import serving
+
+    from agentrl.server.local import free_port
+
+    mcp_kwargs = {"server": [sys.executable, str(NOTEBOOK), "--dir", "{workspace}"], "tasks": [TASK],
+                  "isolation": "process"}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--max-episodes", "4096",
+               "--env", "agentrl/MCP-v0", "--env", serving.FLIGHTS,
+               "--env-kwargs", f"agentrl/MCP-v0={json.dumps(mcp_kwargs)}",
+               "--env-kwargs", f"{serving.FLIGHTS}={json.dumps(serving.operator_kwargs(serving.FLIGHTS))}"]
+    long = {"max_turns": 10**9}  # episodes must not end while being measured
+    with serving.process(command, url):
+        for env_id in ("agentrl/MCP-v0", serving.FLIGHTS):
+            rate, p50, p99 = asyncio.run(served_rate(url, env_id, long, episodes, seconds))
+            print(f"served, {episodes} episodes at once: {env_id} {rate:,.0f} steps/s, "
+                  f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few calls and resets (CI)")
     parser.add_argument("--sandbox", action="store_true", help="sandbox isolation too (Docker)")
     args = parser.parse_args()
     calls, times = (50, 3) if args.quick else (500, 10)
+    episodes, seconds = (8, 2.0) if args.quick else (64, 10.0)
     print(machine())
     baseline_ms = ms(bare_calls(calls))
     print(f"baseline: bare SDK call_tool median {baseline_ms:.3f} ms ({calls} calls, one stdio server)")
     measure("process", calls, times, baseline_ms)
     if args.sandbox:
         measure("sandbox", calls, times, baseline_ms)
+    served(episodes, seconds)
 
 
 if __name__ == "__main__":
