@@ -18,9 +18,9 @@ the sandbox image).
   p50/p99 of each side by side. An MCP-v0 step is a call to a server process of its own, so the
   row says what a served episode of a tool server costs beside one of agentrl's own worlds.
 
-    python bench/mcp.py             # 500 calls, 10 resets each way
-    python bench/mcp.py --quick     # 50 calls, 3 resets (CI)
-    python bench/mcp.py --sandbox   # and the same in sandbox isolation
+    python bench/mcp_env.py             # 500 calls, 10 resets each way
+    python bench/mcp_env.py --quick     # 50 calls, 3 resets (CI)
+    python bench/mcp_env.py --sandbox   # and the same in sandbox isolation
 """
 
 from __future__ import annotations
@@ -38,14 +38,13 @@ from typing import Any
 
 import gymnasium as gym
 
-# This file is named mcp.py: its folder, first on sys.path, would be found as the SDK's `mcp`. Last, it
-# still gives the benches' helpers.
-BENCH = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH)]
-from measuring import machine  # noqa: E402
+# Named mcp_env.py, not mcp.py: any process with bench/ on its path (the bench tests put it there)
+# would find a bench named mcp.py before the SDK's `mcp`.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measuring import machine
 
-import agentrl  # noqa: E402, F401  (registers the ids)
-from agentrl.mcp.env import IsolationWarning  # noqa: E402
+import agentrl  # noqa: F401  (registers the ids)
+from agentrl.mcp.env import IsolationWarning
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "servers" / "notebook.py"
 GET = '<tool_call>{"name": "get", "arguments": {"key": "a"}}</tool_call>'
