@@ -176,12 +176,23 @@ class BatchingBackend:
         return out
 
 
+DECODE_MODES = ("static", "compiled", "dynamic")
+STATIC_WIDTH_STEP = 256  # compiled: widths rounded up to this, so that few shapes (graphs) occur
+
+
 class HFBackend(BatchingBackend):
     """Batched sampling with a KV cache and left padding; CPU or GPU.
 
     The KV cache outlives a call: each row's keys and values are kept (`prefix_cache` rows, 0 for
     none) and a later prompt that extends them, the same episode's next turn, encodes only its
     new ids. New weights clear it.
+
+    `decode` picks the cache of the token-by-token loop. "static": after the prompt's pass, each
+    batch's keys and values go into buffers of the batch's final width, written in place, and the
+    attention mask is that width from the start, so every step has the same shapes (a growing
+    cache copies itself whole at every step). "compiled": the same loop with the step
+    `torch.compile`d (CUDA graphs on a GPU). "dynamic": the growing cache (transformers'
+    `DynamicCache`). The three sample the same tokens.
 
     Each row draws its tokens from its own generator, seeded by its request. The logits of a row
     still depend in their last bits on the batch around it (kernels differ with batch shape), so
@@ -200,9 +211,16 @@ class HFBackend(BatchingBackend):
         batch_wait_s: float = 0.002,
         seed: int = 0,
         prefix_cache: int = 128,
+        decode: str = "static",
     ) -> None:
         super().__init__(max_batch=max_batch, batch_wait_s=batch_wait_s, seed=seed)
+        if decode not in DECODE_MODES:
+            raise ValueError(f"decode must be one of {DECODE_MODES}, not {decode!r}")
+        if decode != "dynamic" and "sliding_attention" in (getattr(model.config, "layer_types", None) or []):
+            # a static sliding layer keeps only its last window, where the prefix cache needs every position
+            raise ValueError(f"{type(model).__name__} has sliding-window layers: use decode='dynamic'")
         self.model = model.eval()
+        self.decode = decode
         self.temperature = temperature
         self.top_p = top_p
         self.pad_id = tokenizer.pad_token_id
@@ -216,6 +234,13 @@ class HFBackend(BatchingBackend):
         self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         # keys and values of each episode's transcript so far, so the next turn encodes only its new ids
         self.prefix_cache = PrefixCache(prefix_cache) if prefix_cache else None
+        self._step = self._decode_step
+        if decode == "compiled":
+            import torch
+
+            # CUDA: CUDA graphs replay a step's kernels in one launch (the step is launch-bound)
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self._step = torch.compile(self._decode_step, mode=mode)
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         with self._weights_lock:
@@ -255,14 +280,7 @@ class HFBackend(BatchingBackend):
 
         tokens, attention, positions, ids, past = self._first_pass(shared)
         with torch.inference_mode():
-            out = self.model(
-                input_ids=ids,
-                attention_mask=attention.to(self.device),
-                position_ids=positions,
-                use_cache=True,
-                **{self._cache_arg: past},
-                **self._last_logits_only,
-            )
+            out = self._forward(ids, attention.to(self.device), positions, past)
         for row in split_rows(getattr(out, self._cache_arg), tokens, attention.bool()):
             cache.store(row)
 
@@ -290,6 +308,49 @@ class HFBackend(BatchingBackend):
         ids = tokens[:, width_past:].to(self.device)
         return tokens, attention, positions, ids, batch_cache(reused, width_past)
 
+    def _static_mask(self, attention: Any, steps: int) -> Any:
+        """The attention mask at the static cache's width: the prompts' columns, then zeros."""
+        import torch
+
+        width = attention.shape[1] + steps
+        if self.decode == "compiled":
+            width = -(-width // STATIC_WIDTH_STEP) * STATIC_WIDTH_STEP
+        mask = torch.zeros((attention.shape[0], width), dtype=attention.dtype)
+        mask[:, : attention.shape[1]] = attention
+        return mask
+
+    def _prompt_step(
+        self, ids: Any, attention: Any, positions: Any, cache: Any, width: int
+    ) -> tuple[Any, Any]:
+        """The first forward pass of a batch: its new prompt ids over the cached prefixes. Returns the
+        last position's logits and the cache the next steps extend: for a static decode, a
+        `StaticCache` of `width` positions holding what this pass's cache holds."""
+        out = self._forward(ids, attention.to(self.device), positions, cache)
+        grown = getattr(out, self._cache_arg)
+        if self.decode == "dynamic":
+            return out.logits[:, -1], grown
+        from transformers import StaticCache
+
+        static = StaticCache(config=self.model.config, max_cache_len=width)
+        for layer, done in zip(static.layers, grown.layers, strict=True):
+            layer.update(done.keys, done.values)
+        return out.logits[:, -1], static
+
+    def _forward(self, ids: Any, attention: Any, positions: Any, cache: Any) -> Any:
+        return self.model(
+            input_ids=ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_arg: cache},
+            **self._last_logits_only,
+        )
+
+    def _decode_step(self, ids: Any, attention: Any, positions: Any, cache: Any) -> Any:
+        """One token per row: the logits of its next one. With a static cache every call has the same
+        shapes and writes the cache in place, which is what `torch.compile` and CUDA graphs need."""
+        return self._forward(ids, attention, positions, cache).logits[:, -1]
+
     def generate_batch(
         self, prompts: list[list[int]], max_new: list[int], seeds: list[int]
     ) -> list[Generation]:
@@ -304,18 +365,16 @@ class HFBackend(BatchingBackend):
         new = torch.full((n, max(max_new)), self.pad_id, dtype=torch.long)
         logprobs = torch.zeros((n, max(max_new)), dtype=torch.float64)
         done = torch.zeros(n, dtype=torch.bool)
+        first = attention.shape[1]  # positions before the first new token: prompts (and cached prefixes)
+        # static: the mask is the final width from the start (0 where nothing is yet); dynamic: grows
+        mask = attention if self.decode == "dynamic" else self._static_mask(attention, max(max_new))
         with torch.inference_mode():
             for t in range(max(max_new)):
-                out = self.model(
-                    input_ids=ids,
-                    attention_mask=attention.to(self.device),
-                    position_ids=positions,
-                    use_cache=True,
-                    **{self._cache_arg: cache},
-                    **self._last_logits_only,
-                )
-                cache = getattr(out, self._cache_arg)
-                logp = self.next_token_logprobs(out.logits[:, -1])
+                if t == 0:  # the prompts' pass: its width varies from batch to batch, never compiled
+                    logits, cache = self._prompt_step(ids, attention, positions, cache, mask.shape[1])
+                else:
+                    logits = self._step(ids, mask.to(self.device), positions, cache)
+                logp = self.next_token_logprobs(logits)
                 # inverse-CDF sampling with one uniform in (0, 1] per row, from that row's generator;
                 # u > 0 never lands on a zero-probability token. Drawn where the logits are: on a GPU
                 # only each row's token and its logprob cross to the host, not a vocab-wide row each
@@ -331,8 +390,12 @@ class HFBackend(BatchingBackend):
                     break
                 ids = new[:, t : t + 1].to(self.device)
                 tokens = torch.cat([tokens, new[:, t : t + 1]], dim=1)
-                attention = torch.cat([attention, alive[:, None].long()], dim=1)
+                if self.decode == "dynamic":
+                    mask = torch.cat([mask, alive[:, None].long()], dim=1)
+                else:
+                    mask[:, first + t] = alive.long()
                 positions = positions[:, -1:] + 1
+        attention = mask[:, : tokens.shape[1]]  # the positions the cache holds
         if self.prefix_cache is not None:
             for row in split_rows(cache, tokens, attention.bool()):
                 self.prefix_cache.store(row)

@@ -30,12 +30,15 @@ _HELP = {
     "max_excluded_frac": "stop when a larger fraction of a step's episodes fail or drift",
     "shuffle_rewards": "negative control: permute each step's rewards across its episodes (seeded)",
     "credit": "step-level credit: episode (GRPO), anchor (GiGPO state groups) or branch (forks)",
+    "decode": "hf backend's token loop: static cache, the same step torch.compiled, or a growing cache",
+    "pass_tokens": "padded tokens per forward/backward pass of an update (gradients accumulate)",
     "data": "JSONL of oracle episodes (e.g. from `agentrl demo --sft`)",
 }
 
 
 _CHOICES = {
     "backend": ["hf", "vllm"],
+    "decode": ["static", "compiled", "dynamic"],
     "advantage": ["std", "mean"],
     "zero_variance": ["skip", "keep"],
     "aggregation": ["seq-mean", "token-mean", "constant"],

@@ -25,6 +25,7 @@ class TrainConfig:
     token_budget: int = 2048
     temperature: float = 1.0
     exact_sampling: bool = True  # CPU: generate in float64 so samples do not depend on batching (slower)
+    decode: str = "static"  # "static" (a cache of fixed width), "compiled" (its step compiled), "dynamic"
     system_prompt: str | None = None
     success_threshold: float = 1.0
     # GRPO
@@ -37,7 +38,9 @@ class TrainConfig:
     aggregation: str = "token-mean"  # "seq-mean", "token-mean" or "constant"
     kl_coef: float = 0.0  # > 0 keeps a frozen reference and adds the k3 KL
     epochs_per_step: int = 1  # optimizer passes over one step's rollouts
-    micro_batch: int = 16  # sequences per backward pass (gradient accumulation)
+    micro_batch: int = 16  # sequences per backward pass at most (gradient accumulation)
+    pass_tokens: int = 4096  # padded tokens per forward/backward pass (one sequence at least): bounds memory
+    checkpoint_activations: bool = True  # keep layer inputs only, recompute the rest in backward (as TRL)
     max_grad_norm: float = 1.0
     recompute_logprobs: bool = True
     # asynchrony
@@ -72,6 +75,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         allowed = {
             "backend": ("hf", "vllm"),
+            "decode": ("static", "compiled", "dynamic"),
             "advantage": ("std", "mean"),
             "zero_variance": ("skip", "keep"),
             "aggregation": ("seq-mean", "token-mean", "constant"),

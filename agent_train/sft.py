@@ -214,12 +214,13 @@ def sft_step(
     where a token is trained (`update.sequence_logprobs`, as a GRPO update does)."""
     import torch
 
-    from agentrl.agent_train.update import sequence_logprobs
+    from agentrl.agent_train.update import sequence_logprobs, token_passes
 
     total = max(1.0, float(sum(sum(t.mask) for t in batch)))
     optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
-    for part in _passes(batch, pass_tokens):
+    for rows in token_passes([len(t.ids) for t in batch], pass_tokens):
+        part = batch[rows]
         width = max(len(t.ids) for t in part)
         ids = torch.full((len(part), width), pad_id, dtype=torch.long)
         attention = torch.zeros_like(ids)
@@ -237,15 +238,3 @@ def sft_step(
     optimizer.step()
     return loss_sum, int(total)
 
-
-def _passes(batch: list[Transcript], pass_tokens: int) -> list[list[Transcript]]:
-    """The batch in order, cut into groups whose padded size (episodes x the longest) stays within
-    `pass_tokens`; an episode longer than that is a pass of its own."""
-    passes: list[list[Transcript]] = []
-    for t in batch:
-        last = passes[-1] if passes else None
-        if last is not None and (len(last) + 1) * max(len(t.ids), *(len(u.ids) for u in last)) <= pass_tokens:
-            last.append(t)
-        else:
-            passes.append([t])
-    return passes

@@ -275,7 +275,7 @@ def make_backend(cfg: TrainConfig, policy: Any, tokenizer: Any, device: str) -> 
     # every episode in flight may join one batch: on a GPU a decode step costs about the same at 16
     # rows as at 128 (launch-bound), so a cap below the concurrency splits a wave into batches run
     # one after the other; the prefix cache keeps a row for each episode in flight
-    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature, seed=cfg.seed,
+    return HFBackend(gen_model, tokenizer, temperature=cfg.temperature, seed=cfg.seed, decode=cfg.decode,
                      max_batch=max(cfg.concurrency, 1), prefix_cache=max(128, cfg.concurrency))
 
 

@@ -8,6 +8,8 @@ pass itself when the policy cannot move in between (`optimize`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -125,6 +127,47 @@ def importance_weights(
     return torch.clamp(torch.exp(old - behav), max=cap) * mask
 
 
+Pass = tuple[slice, int]  # rows of a step, and the width they are cut to (the longest of them)
+
+
+def token_passes(lengths: list[int], pass_tokens: int, max_rows: int = 0) -> list[slice]:
+    """Consecutive rows cut into passes whose padded size (rows x the longest) stays within
+    `pass_tokens`, of at most `max_rows` rows (0: no cap); a row longer than that is a pass of its own.
+
+    A forward/backward pass holds its activations until its backward: bounding its padded tokens
+    bounds a step's memory whatever the step's size, gradients accumulating across passes."""
+    passes: list[slice] = []
+    start, longest = 0, 0
+    for i, length in enumerate(lengths):
+        longest = max(longest, length)
+        rows = i - start + 1
+        if i > start and (rows * longest > pass_tokens or (max_rows and rows > max_rows)):
+            passes.append(slice(start, i))
+            start, longest = i, length
+    if lengths:
+        passes.append(slice(start, len(lengths)))
+    return passes
+
+
+@contextlib.contextmanager
+def checkpointed_activations(model: Any, enabled: bool) -> Iterator[None]:
+    """Within: the model's layers keep only their inputs for backward and recompute the rest there
+    (non-reentrant `torch.utils.checkpoint`), so a pass's memory is its layer inputs plus one
+    layer's activations instead of every layer's. The recomputation runs the same operations on
+    the same inputs: gradients are those of a plain pass; the cost is one more forward."""
+    # transformers 5 renamed `gradient_checkpointing_*` to `activation_checkpointing_*`
+    name = "activation" if hasattr(model, "activation_checkpointing_enable") else "gradient"
+    able = getattr(model, "supports_gradient_checkpointing", False)
+    if not enabled or not able or getattr(model, f"is_{name}_checkpointing"):
+        yield
+        return
+    getattr(model, f"{name}_checkpointing_enable")({"use_reentrant": False})
+    try:
+        yield
+    finally:
+        getattr(model, f"{name}_checkpointing_disable")()
+
+
 def optimize(
     policy: Any,
     ref: Any | None,
@@ -136,21 +179,25 @@ def optimize(
 ) -> dict[str, float]:
     """`cfg.epochs_per_step` optimizer steps on `batch`; returns the last step's stats.
 
+    The batch goes through in passes of at most `cfg.micro_batch` sequences and `cfg.pass_tokens`
+    padded tokens (`token_passes`), each cut to its own longest sequence, gradients accumulated
+    (`step_loss` scales each pass so that they add up to the step's loss); with
+    `cfg.checkpoint_activations` a pass keeps only its layers' inputs for backward.
+
     With one optimizer step per batch the policy cannot move between the old-logprob pass and the
     loss pass, so the old logprobs are the loss pass's own, detached (one forward instead of two).
     That is exact only when the two passes compute the same function: the loss pass runs in train
     mode, which for a model without dropout changes nothing (no batch norm in a causal LM); a model
     with any dropout keeps the separate pass (its old logprobs are those of the mode it is in).
     """
-    n = batch["ids"].shape[0]
     device = next(policy.parameters()).device
-    micro = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
     b = {k: v.to(device) for k, v in batch.items()}
+    lengths = b["attention"].sum(1).tolist()
+    passes = [(s, max(lengths[s])) for s in token_passes(lengths, cfg.pass_tokens, cfg.micro_batch)]
 
-    def logprobs(model: Any, s: slice) -> torch.Tensor:
-        return sequence_logprobs(
-            model, b["ids"][s], b["attention"][s], b["mask"][s], cfg.temperature, autocast, suppress
-        )
+    def logprobs(model: Any, p: Pass) -> torch.Tensor:
+        ids, attention, mask = cut(b["ids"], p), cut(b["attention"], p), cut(b["mask"], p)
+        return sequence_logprobs(model, ids, attention, mask, cfg.temperature, autocast, suppress)
 
     one_pass = cfg.recompute_logprobs and cfg.epochs_per_step == 1 and not has_dropout(policy)
     old: torch.Tensor | None = None
@@ -158,48 +205,36 @@ def optimize(
     # Tokens from older policies than the current one get a truncated importance weight.
     with torch.no_grad():
         if not one_pass:
+            old = b["behav_logp"]
             if cfg.recompute_logprobs:
-                old = torch.cat([logprobs(policy, s) for s in micro])
-            else:
-                old = b["behav_logp"]
+                old = whole(b["mask"], passes, [logprobs(policy, p) for p in passes])
             weights = importance_weights(old, b["behav_logp"], b["mask"], cfg.is_cap)
-        ref_logp = None if ref is None else torch.cat([logprobs(ref, s) for s in micro])
+        ref_logp = None if ref is None else whole(b["mask"], passes, [logprobs(ref, p) for p in passes])
     total_tokens = float(b["mask"].sum().clamp_min(1))
     stats: dict[str, float] = {}
     policy.train()
     for _ in range(cfg.epochs_per_step):
         optimizer.zero_grad(set_to_none=True)
-        loss_sum, parts, olds, weight_parts = 0.0, [], [], []
-        for s in micro:
-            logp = logprobs(policy, s)
-            if one_pass:
-                old_s = logp.detach()
-                weights_s = importance_weights(old_s, b["behav_logp"][s], b["mask"][s], cfg.is_cap)
-                olds.append(old_s)
-                weight_parts.append(weights_s)
-            else:
-                assert old is not None and weights is not None, "the separate pass ran before the loop"
-                old_s, weights_s = old[s], weights[s]
-            # step_loss scales by the whole step's mask only: each micro-batch needs its own weights alone
-            loss, part = step_loss(
-                logp,
-                old_s,
-                b["adv"][s],
-                b["mask"][s],
-                aggregation=cfg.aggregation,
-                step_mask=b["mask"],
-                max_new_tokens=cfg.max_new_tokens,
-                clip_low=cfg.clip_low,
-                clip_high=cfg.clip_high,
-                ref_logp=None if ref_logp is None else ref_logp[s],
-                kl_coef=cfg.kl_coef,
-                is_weights=weights_s,
-            )
-            loss.backward()
-            loss_sum += float(loss.detach())
-            parts.append(part)
+        loss_sum, parts, olds = 0.0, [], []
+        with checkpointed_activations(policy, cfg.checkpoint_activations):
+            for p in passes:
+                logp = logprobs(policy, p)
+                if one_pass:
+                    old_p = logp.detach()
+                    olds.append(old_p)
+                    weights_p = importance_weights(old_p, cut(b["behav_logp"], p), cut(b["mask"], p),
+                                                   cfg.is_cap)
+                else:
+                    assert old is not None and weights is not None, "the separate pass ran before the loop"
+                    old_p, weights_p = cut(old, p), cut(weights, p)
+                ref_p = None if ref_logp is None else cut(ref_logp, p)
+                loss, part = pass_loss(logp, old_p, weights_p, b, p, cfg, ref_p)
+                loss.backward()
+                loss_sum += float(loss.detach())
+                parts.append(part)
         if one_pass:
-            old, weights = torch.cat(olds), torch.cat(weight_parts)
+            old = whole(b["mask"], passes, olds)
+            weights = importance_weights(old, b["behav_logp"], b["mask"], cfg.is_cap)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
         optimizer.step()
         stats = {
@@ -212,3 +247,45 @@ def optimize(
     mismatch = torch.where(b["mask"] > 0, (old - b["behav_logp"]).abs(), 0.0)
     stats["logprob_mismatch"] = float(mismatch.sum() / total_tokens)
     return stats
+
+
+def pass_loss(
+    logp: torch.Tensor,
+    old: torch.Tensor,
+    weights: torch.Tensor,
+    b: dict[str, torch.Tensor],
+    p: Pass,
+    cfg: TrainConfig,
+    ref_logp: torch.Tensor | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of pass `p` of step `b`, scaled by the whole step's mask only (`step_loss`), so that
+    the passes' losses and gradients add up to the step's: a pass needs no other pass's weights."""
+    return step_loss(
+        logp,
+        old,
+        cut(b["adv"], p),
+        cut(b["mask"], p),
+        aggregation=cfg.aggregation,
+        step_mask=b["mask"],
+        max_new_tokens=cfg.max_new_tokens,
+        clip_low=cfg.clip_low,
+        clip_high=cfg.clip_high,
+        ref_logp=ref_logp,
+        kl_coef=cfg.kl_coef,
+        is_weights=weights,
+    )
+
+
+def cut(values: torch.Tensor, p: Pass) -> torch.Tensor:
+    """A pass's rows of a step tensor, cut to the pass's width where the tensor is per token."""
+    rows, width = p
+    return values[rows, :width] if values.dim() == 2 else values[rows]
+
+
+def whole(like: torch.Tensor, passes: list[Pass], parts: list[torch.Tensor]) -> torch.Tensor:
+    """The passes' per-token values put back at their rows and columns of a step tensor shaped as
+    `like` (zeros past each pass's width: padding)."""
+    out = torch.zeros(like.shape, dtype=parts[0].dtype, device=like.device)
+    for (rows, width), part in zip(passes, parts, strict=True):
+        out[rows, :width] = part
+    return out

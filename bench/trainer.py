@@ -211,22 +211,78 @@ def run_trl(work: Work, folder: Path, out: Path) -> dict[str, Any]:
     }
 
 
-def worker(name: str, work: Work, folder: Path) -> None:
+# ---------------------------------------------------------------------------------------------
+# the update's memory alone (--update-memory)
+# ---------------------------------------------------------------------------------------------
+SMOLLM2_SHAPE = {"vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9,
+                 "num_key_value_heads": 3, "tie_word_embeddings": True, "pad_token_id": 0}
+SMOLLM2_LAYERS = 30
+# the update before passes of bounded tokens and checkpointing, and agent-train's defaults now
+UPDATE_MODES: dict[str, dict[str, Any]] = {
+    "one pass": {"pass_tokens": 10**9, "checkpoint_activations": False},
+    "passes, checkpointed": {},
+}
+
+
+def update_memory(layers: int, mode: str, length: int = 2700) -> dict[str, Any]:
+    """One `optimize` call (AdamW, micro-batches of 2) on two Flights-v0-sized sequences, two replies
+    of 100 trained tokens each, with a random-init model of SmolLM2-135M's shape cut to `layers`
+    layers: what a step's update holds at its peak, without the rollouts beside it. Peak RSS grows
+    linearly in the layers, so two layer counts give the full model's."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from agentrl.agent_train.config import TrainConfig
+    from agentrl.agent_train.update import optimize
+
+    torch.manual_seed(0)
+    config = LlamaConfig(num_hidden_layers=layers, max_position_embeddings=2 * length, **SMOLLM2_SHAPE)
+    model = LlamaForCausalLM(config)
+    ids = torch.randint(1, config.vocab_size, (2, length))
+    attention, mask = torch.zeros((2, length), dtype=torch.long), torch.zeros((2, length))
+    for i, n in enumerate([length, length - 37]):
+        ids[i, n:], attention[i, :n], mask[i, n - 300 : n - 200], mask[i, n - 100 : n] = 0, 1, 1.0, 1.0
+    batch = {"ids": ids, "attention": attention, "mask": mask, "behav_logp": -mask,
+             "versions": torch.zeros_like(ids), "adv": torch.tensor([1.0, -1.0])}
+    cfg = TrainConfig(micro_batch=2, **UPDATE_MODES[mode])
+    start = time.perf_counter()
+    stats = optimize(model, None, torch.optim.AdamW(model.parameters(), lr=1e-6), batch, cfg, False, [])
+    return {"layers": layers, "mode": mode, "loss": stats["loss"], "seconds": time.perf_counter() - start}
+
+
+def update_memory_table(layer_counts: list[int], timeout: float) -> None:
+    """Peak RSS per mode and layer count, each call in its own process, and the 30-layer figure."""
+    if len(layer_counts) < 2:
+        raise SystemExit("--update-memory needs two layer counts at least (the slope per layer)")
+    print(f"one optimize call, 2 sequences of 2,700 tokens, SmolLM2-135M's shape at {layer_counts} layers")
+    print("| update | " + " | ".join(f"{n} layers, MiB" for n in layer_counts) + " | per layer | 30 layers |")
+    print("|---|" + "---:|" * (len(layer_counts) + 2))
+    for mode in UPDATE_MODES:
+        peaks = [spawn("update-memory", {"layers": n, "mode": mode}, None, timeout)["peak_rss_mib"]
+                 for n in layer_counts]
+        slope = (peaks[-1] - peaks[0]) / (layer_counts[-1] - layer_counts[0])
+        full = peaks[-1] + slope * (SMOLLM2_LAYERS - layer_counts[-1])
+        print(f"| {mode} | " + " | ".join(f"{p:,.0f}" for p in peaks) + f" | {slope:,.0f} | {full:,.0f} |")
+
+
+def worker(name: str, payload: dict[str, Any], folder: Path) -> None:
     import torch
 
     torch.set_num_threads(1)
-    if name == "prepare":
-        measured = prepare(work, folder)
+    if name == "update-memory":
+        measured = update_memory(**payload)
+    elif name == "prepare":
+        measured = prepare(Work(**payload), folder)
     else:
         run = {"agent-train": run_agent_train, "trl": run_trl}[name]
         with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as out:
-            measured = run(work, folder, Path(out))
+            measured = run(Work(**payload), folder, Path(out))
     measured.update(peak_rss_mib=peak_rss_mib(), torch_threads=torch.get_num_threads())
     measured["torch"] = torch.__version__
     print(RESULT + json.dumps(measured), flush=True)
 
 
-def spawn(name: str, work: Work, folder: Path, timeout: float) -> dict[str, Any]:
+def spawn(name: str, work: Work | dict[str, Any], folder: Path | None, timeout: float) -> dict[str, Any]:
     """One stage (the starting weights, or a trainer) in a fresh interpreter: its RSS high-water mark
     is its own, and the parent holds no model while a trainer runs."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -237,9 +293,9 @@ def spawn(name: str, work: Work, folder: Path, timeout: float) -> dict[str, Any]
             "--worker",
             name,
             "--work",
-            json.dumps(asdict(work)),
+            json.dumps(work if isinstance(work, dict) else asdict(work)),
             "--start",
-            str(folder),
+            str(folder or ""),
         ],
         env=env,
         capture_output=True,
@@ -338,12 +394,19 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--json", default=None, help="also write the measurements here")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per trainer")
-    parser.add_argument("--worker", choices=("prepare", "agent-train", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=("agent-train", "trl"), help="one trainer alone (no table)")
+    parser.add_argument("--update-memory", type=int, nargs="+", metavar="LAYERS",
+                        help="only the update's peak memory, before and now, at these layer counts (2 6)")
+    workers = ("prepare", "agent-train", "trl", "update-memory")
+    parser.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--start", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, Work(**json.loads(args.work)), Path(args.start))
+        worker(args.worker, json.loads(args.work), Path(args.start))
+        return
+    if args.update_memory:
+        update_memory_table(args.update_memory, args.timeout)
         return
     quick = args.quick
     work = Work(
@@ -364,16 +427,22 @@ def main() -> None:
         folder = Path(tmp) / "start"
         prep = spawn("prepare", work, folder, args.timeout)
         print(f"starting policy ready: {prep}", flush=True)
-        results = {}
-        for name in ("agent-train", "trl"):
+        results, seconds = {}, {}
+        for name in [args.only] if args.only else ["agent-train", "trl"]:
+            start = time.perf_counter()
             results[name] = spawn(name, work, folder, args.timeout)
-            print(f"{name}: {results[name]}", flush=True)
+            seconds[name] = time.perf_counter() - start
+            print(f"{name} ({seconds[name]:.0f} s in all, loading included): {results[name]}", flush=True)
     loads.append(os.getloadavg()[0])
-    report(work, prep, results, loads)
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"work": asdict(work), "prepare": prep, "results": results, "load": loads}, indent=2)
-        )
+        measured = {"work": asdict(work), "prepare": prep, "results": results, "seconds": seconds,
+                    "load": loads}
+        Path(args.json).write_text(json.dumps(measured, indent=2))
+    if args.only:
+        return
+    report(work, prep, results, loads)
+    print(f"each trainer's process, start to end: agent-train {seconds['agent-train']:.0f} s, "
+          f"TRL {seconds['trl']:.0f} s ({seconds['agent-train'] / seconds['trl']:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -121,14 +121,16 @@ def test_a_step_in_passes_equals_one_pass(toy_model, toy_tokenizer):
 
     import torch
 
-    from agentrl.agent_train.sft import _passes, sft_step
+    from agentrl.agent_train.sft import sft_step
+    from agentrl.agent_train.update import token_passes
 
     batch = [tokenize_episode(toy_tokenizer, [{"role": "user", "content": toy_env.prompt(cue)},
                                               {"role": "assistant", "content": colour}])
              for cue, colour in toy_env.CUES.items()]
     longest = max(len(t.ids) for t in batch)
-    assert [len(p) for p in _passes(batch, longest)] == [1] * len(batch)
-    assert len(_passes(batch, longest * len(batch))) == 1
+    lengths = [len(t.ids) for t in batch]
+    assert [p.stop - p.start for p in token_passes(lengths, longest)] == [1] * len(batch)
+    assert len(token_passes(lengths, longest * len(batch))) == 1
 
     def step(pass_tokens: int) -> tuple[float, int, list[torch.Tensor]]:
         model = copy.deepcopy(toy_model)
