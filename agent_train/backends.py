@@ -332,7 +332,8 @@ class HFBackend(BatchingBackend):
         from transformers import StaticCache
 
         static = StaticCache(config=self.model.config, max_cache_len=width)
-        for layer, done in zip(static.layers, grown.layers, strict=True):
+        layers: list[Any] = list(static.layers)  # full-attention layers (sliding-window models are refused)
+        for layer, done in zip(layers, grown.layers, strict=True):
             layer.update(done.keys, done.values)
         return out.logits[:, -1], static
 
