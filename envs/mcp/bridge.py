@@ -3,7 +3,8 @@
 loopback (which nothing outside the container reaches; the sandbox has no network).
 
 The env reaches it through the sandbox's exec, as Code-v0 reaches its interpreter
-(`agentrl.code_envs.repl`): each request is a one-shot exec of `RELAY`, bash's `/dev/tcp` and `cat`,
+(`agentrl.code_envs.repl`): each request is an exec of `RELAY` in the sandbox's session shell (no
+process to start: half the cost of a one-shot exec), bash's `/dev/tcp` and `cat`,
 whose stdin is one JSON line and whose stdout is the bridge's one-line answer. The bridge renders
 results there (`agentrl.mcp.rendering`, whose source travels with this one's), so a huge answer is
 clipped before it leaves the container. It is started by an exec that keeps it alive, with its code

@@ -85,7 +85,7 @@ class SandboxedServer:
             out = self.sandbox.exec(
                 bridge.RELAY,
                 stdin=json.dumps(request) + "\n",
-                mode="oneshot",
+                mode="session",
                 timeout_s=timeout_s + RELAY_MARGIN_S,
                 max_output_bytes=OUTPUT_BYTES,
             )
