@@ -28,6 +28,7 @@ _EXPORTS = {
     "SandboxCluster": "clients.cluster",
     "AsyncSandboxCluster": "clients.cluster",
     "SandboxLost": "clients.cluster",
+    "shared_backend": "clients.shared",
     "create_app": "api.app",
     "ExecResult": "wire.models",
     "ExecOptions": "wire.models",
@@ -77,6 +78,7 @@ __all__ = [  # the names of _EXPORTS, written out for the type checker (a test c
     "SandboxSpec",
     "TooLarge",
     "create_app",
+    "shared_backend",
 ]
 
 if TYPE_CHECKING:
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
         SandboxClient,
     )
     from agentrl.sandbox_server.clients.cluster import AsyncSandboxCluster, SandboxCluster, SandboxLost
+    from agentrl.sandbox_server.clients.shared import shared_backend
     from agentrl.sandbox_server.sandboxes.backend import Backend
     from agentrl.sandbox_server.sandboxes.docker_backend import DockerBackend
     from agentrl.sandbox_server.sandboxes.local_backend import LocalBackend

@@ -7,19 +7,15 @@ one-shot command; then an exec that keeps its process alive starts the bridge
 afterwards is one exec of the bridge's relay. "{workspace}" is the container's working directory,
 the same path in every episode.
 
-The backend (the in-process Docker backend, or the HTTP client of a sandbox server or cluster) is one
-per process and URL, shared by every env, as Bash-v0's: its own pool of pre-started containers serves
-every episode; MCP-v0's envs reach it here rather than through Bash-v0's module, since no env imports
-another.
+The backend (the in-process Docker backend, or the HTTP client of a sandbox server or cluster) is the
+process's one (`agentrl.sandbox_server.shared_backend`), shared with every other env, Bash-v0's
+and Code-v0's included: its pool of pre-started containers serves every episode.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import shlex
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,36 +30,6 @@ if TYPE_CHECKING:
 
 RELAY_MARGIN_S = 10.0  # past the bridge's own timeout: only a bridge that died runs into it
 OUTPUT_BYTES = 4 << 20  # what a relay may answer: a result is clipped inside the container first
-_lock = threading.Lock()
-_backends: dict[tuple[str | None, str | None], Any] = {}
-
-
-def _backend(url: str | None, token: str | None) -> Any:
-    with _lock:
-        backend = _backends.get((url, token))
-        if backend is None:
-            if url is None:
-                from agentrl.sandbox_server import DockerBackend
-
-                backend = DockerBackend()
-            else:
-                from agentrl.sandbox_server import SandboxClient, SandboxCluster
-                from agentrl.sandbox_server.clients.cluster import is_cluster
-
-                backend = (
-                    SandboxCluster(url, token=token) if is_cluster(url) else SandboxClient(url, token=token)
-                )
-            _backends[(url, token)] = backend
-        return backend
-
-
-@atexit.register
-def _close_backends() -> None:
-    with _lock:
-        for backend in _backends.values():
-            with contextlib.suppress(Exception):  # already gone: nothing left to free
-                backend.close()
-        _backends.clear()
 
 
 @dataclass
@@ -130,7 +96,9 @@ def start_sandboxed(task: Task, config: ServerConfig) -> SandboxedServer:
     create: dict[str, Any] = {"files": dict(task.files)} if task.files else {}
     if config.image is not None:
         create["image"] = config.image
-    sandbox = _backend(config.sandbox_url, config.sandbox_token).create(**create)
+    from agentrl.sandbox_server import shared_backend
+
+    sandbox = shared_backend(config.sandbox_url, config.sandbox_token).create(**create)
     try:
         if task.script:
             out = sandbox.exec(substitute(task.script, WORKDIR), mode="oneshot", timeout_s=SETUP_TIMEOUT_S)

@@ -20,11 +20,10 @@ engine_missing = unavailable
 @pytest.fixture(scope="session")
 def docker_backend():
     """The process-wide backend the envs use (warm pool of POOL containers)."""
-    from agentrl.code_envs.sandbox import _backend
-    from agentrl.sandbox_server import DockerUnavailable
+    from agentrl.sandbox_server import DockerUnavailable, shared_backend
 
     try:
-        return _backend(None, None, POOL)
+        return shared_backend(None, None, POOL)
     except DockerUnavailable as exc:
         engine_missing(str(exc).splitlines()[0])
 
@@ -32,9 +31,9 @@ def docker_backend():
 @pytest.fixture(scope="session")
 def cold_backend(docker_backend):
     """A backend without a warm pool: every container it owns belongs to a live episode."""
-    from agentrl.code_envs.sandbox import _backend
+    from agentrl.sandbox_server import shared_backend
 
-    return _backend(None, None, 0)
+    return shared_backend(None, None, 0)
 
 
 @pytest.fixture(scope="module")

@@ -42,11 +42,10 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[EnvClient]:
-    from agentrl.code_envs.sandbox import _backend
-    from agentrl.sandbox_server import DockerUnavailable
+    from agentrl.sandbox_server import DockerUnavailable, shared_backend
 
     try:
-        _backend(None, None, 0)
+        shared_backend(None, None, 0)
     except DockerUnavailable as exc:
         unavailable(str(exc).splitlines()[0])
     with serve_in_thread(ServerConfig(max_episodes=32)) as url, \
