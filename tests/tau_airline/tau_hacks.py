@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from tau_helpers import call
+from tau_helpers import call, play_actions
 
 from agentrl.tau_airline.data import AirlineData, Task, load
 from agentrl.tau_airline.env import TRANSFER, TauAirlineEnv, gold_actions, refusal_tasks
@@ -118,16 +118,8 @@ HACKS: dict[str, Policy] = {
 def play(data_dir: str | Path, actions: list[str], index: int, **kwargs) -> tuple[float, dict]:
     """One episode of the task with the default scripted customer: its reward and last info."""
     env = TauAirlineEnv(data_dir, **kwargs)
-    try:
-        env.reset(seed=0, options={"task_index": index})
-        reward, info = 0.0, {}
-        for action in actions:
-            _, reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        return reward, info
-    finally:
-        env.close()
+    env.reset(seed=0, options={"task_index": index})
+    return play_actions(env, actions)
 
 
 def paid(data_dir: str | Path, policy: Policy, **kwargs) -> list[float]:

@@ -26,3 +26,16 @@ def run_tool(env: Any, name: str, **arguments: Any) -> dict[str, Any]:
     observation, *_ = env.step(call(name, **arguments))
     (response,) = responses(observation)
     return response
+
+
+def play_actions(env: Any, actions: list[str]) -> tuple[float, dict[str, Any]]:
+    """Step a reset episode with `actions` until it ends, then close it: its last reward and info."""
+    try:
+        reward, info = 0.0, {}
+        for action in actions:
+            _, reward, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        return reward, info
+    finally:
+        env.close()

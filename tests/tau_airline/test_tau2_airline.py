@@ -10,7 +10,7 @@ import shutil
 
 import gymnasium as gym
 import pytest
-from tau_helpers import DATA_TAU2, call, run_tool
+from tau_helpers import DATA_TAU2, call, play_actions, run_tool
 
 import agentrl  # noqa: F401
 from agentrl.server.config import ServerConfig
@@ -30,16 +30,7 @@ def env_at(index: int, split: str = "base", **kwargs) -> TauAirlineEnv:
 
 
 def play(actions: list[str], index: int, **kwargs) -> tuple[float, dict]:
-    env = env_at(index, **kwargs)
-    try:
-        reward, info = 0.0, {}
-        for action in actions:
-            _, reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        return reward, info
-    finally:
-        env.close()
+    return play_actions(env_at(index, **kwargs), actions)
 
 
 # --- loading ------------------------------------------------------------------------------------
