@@ -46,9 +46,10 @@ from rich.console import Console
 from rich.table import Table
 
 import agentrl  # noqa: F401  (registers the ids)
+from agentrl.flights.generation import generate_world
 from agentrl.flights.oracle import OraclePolicy
 from agentrl.flights.tasks import FAMILIES, LEVELS
-from agentrl.flights.world import WORLDS, build_row_by_row, build_template, generate_world, new_engine
+from agentrl.flights.templates import WORLDS, build_row_by_row, build_template, new_engine
 
 
 def pct(values: list[float], q: float) -> float:

@@ -195,7 +195,7 @@ class Episode(_EpisodeCore):
     def step(self, action: str) -> StepResult:
         outcome = self._check_step()
         start = time.perf_counter()
-        result = _local_result(self.env.step(action))
+        result = StepResult.of(self.env.step(action))
         return outcome.add(result, time.perf_counter() - start)
 
     def record(self) -> dict[str, Any]:
@@ -250,7 +250,7 @@ class AsyncEpisode(_EpisodeCore):
             result = await self.client.step(self.episode_id, action)
         else:
             assert self.env is not None
-            result = _local_result(await _in_thread(self.env.step, action))
+            result = StepResult.of(await _in_thread(self.env.step, action))
         return outcome.add(result, time.perf_counter() - start)
 
     async def fork(self, n: int = 1) -> list[AsyncEpisode]:
@@ -341,11 +341,6 @@ async def acontinue(episode: AsyncEpisode, policy: AsyncPolicy) -> Outcome:
         observation, info = _seen(await episode.step(action))
     assert episode.outcome is not None
     return episode.outcome
-
-
-def _local_result(step: tuple[str, Any, bool, bool, dict[str, Any]]) -> StepResult:
-    observation, reward, terminated, truncated, info = step
-    return StepResult(observation, float(reward), terminated, truncated, info)
 
 
 def _seen(result: StepResult) -> tuple[str, dict[str, Any]]:

@@ -80,14 +80,12 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from agentrl.cluster.serving import uvicorn_config
     from agentrl.retrievers.base import open_index
     from agentrl.retrievers.server import create_app
+    from agentrl.serving.runner import run_server
 
     retriever = open_index(args.index)
     app = create_app(retriever, default_topk=args.topk, max_batch=args.max_batch, queue_size=args.queue_size)
-    uvicorn.Server(uvicorn_config(app, host=args.host, port=args.port)).run()
+    run_server(app, host=args.host, port=args.port)
     retriever.close()
     return 0

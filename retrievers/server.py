@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
 
 from agentrl.retrievers.base import Retriever
+from agentrl.serving.apps import server_app
 
 MAX_TOPK = 100
 
@@ -145,22 +146,28 @@ def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> 
 def create_app(
     retriever: Retriever, *, default_topk: int = 3, max_batch: int = 64, queue_size: int = 256
 ) -> FastAPI:
+    """Search-R1's `/retrieve` over `retriever`, its queries batched by one worker thread, on the
+    skeleton every agentrl server shares (`agentrl.serving.apps.server_app`)."""
     worker = BatchWorker(retriever, max_batch=max_batch, queue_size=queue_size)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI):
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         worker.start()
         yield
         worker.stop()
 
-    app = FastAPI(title="agentrl retrieval server", lifespan=lifespan)
-    app.state.worker = worker
-
-    @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": validation_message(exc.errors())}, status_code=422)
 
-    @app.post("/retrieve", response_model=RetrieveResponse)
+    return server_app("agentrl retrieval server", state={"worker": worker}, lifespan=lifespan,
+                      errors={RequestValidationError: invalid},
+                      routers=[_routes(retriever, worker, default_topk)])
+
+
+def _routes(retriever: Retriever, worker: BatchWorker, default_topk: int) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/retrieve", response_model=RetrieveResponse)
     async def retrieve(request: RetrieveRequest) -> dict[str, Any]:
         queries = request.query_list()
         if not queries:
@@ -175,8 +182,8 @@ def create_app(
             raise HTTPException(500, f"retrieval failed: {type(exc).__name__}: {exc}") from exc
         return {"result": [[h.as_json(request.return_scores) for h in per_query] for per_query in hits]}
 
-    @app.get("/health")
+    @router.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "healthy", "backend": retriever.backend, "batches": worker.batches}
 
-    return app
+    return router

@@ -112,11 +112,35 @@ class _Names:
                 return name
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """The world's entities and every fact its passages and questions state."""
+
+    countries: list[str]
+    cities: list[str]
+    people: list[str]
+    city_country: dict[str, str]
+    capitals: dict[str, str]  # country -> its capital city
+    born: dict[str, tuple[str, int, str]]  # person -> (birth city, birth year, profession)
+    companies: dict[str, tuple[str, str, int, str]]  # -> (founder, headquarters city, year, industry)
+    population: dict[str, int]  # city -> population
+
+
 def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = None) -> World:
     """About `passages` passages (exactly, for counts >= 20) and their questions."""
     if passages < 20:
         raise ValueError("a world needs at least 20 passages")
     rng = random.Random(seed)
+    facts = _draw_facts(rng, passages)
+    passage_rows = _passages(rng, facts)
+    qa = _questions(rng, facts)
+    if questions is not None:
+        qa = qa[:questions]
+    return World(seed, passage_rows, qa)
+
+
+def _draw_facts(rng: random.Random, passages: int) -> _Facts:
+    """Unique names for one entity a passage, and the facts that tie them together."""
     names = _Names(rng)
     n_countries = max(2, passages // 100)
     n_cities = max(4, passages // 10)
@@ -148,19 +172,22 @@ def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = 
         for i, c in enumerate(companies)
     }
     population = {c: rng.randint(2, 900) * 1000 for c in cities}
+    return _Facts(countries, cities, people, city_country, capitals, born, company_facts, population)
 
+
+def _passages(rng: random.Random, facts: _Facts) -> list[dict[str, str]]:
+    """One passage per entity, in a shuffled order (ids are positions in it)."""
     rows: list[tuple[str, str]] = []
-    for country in countries:
-        rows.append((country, f"{country} is a country. Its capital city is {capitals[country]}."))
-    for city in cities:
-        rows.append(
-            (city, f"{city} is a city in {city_country[city]}, with a population of {population[city]}.")
-        )
-    for person in people:
-        city, year, job = born[person]
+    for country in facts.countries:
+        rows.append((country, f"{country} is a country. Its capital city is {facts.capitals[country]}."))
+    for city in facts.cities:
+        country, population = facts.city_country[city], facts.population[city]
+        rows.append((city, f"{city} is a city in {country}, with a population of {population}."))
+    for person in facts.people:
+        city, year, job = facts.born[person]
         # a person's passage never names their company: the company passage is the only way in
         rows.append((person, f"{person} is a {job} born in {city} in {year}."))
-    for company, (founder, city, year, industry) in company_facts.items():
+    for company, (founder, city, year, industry) in facts.companies.items():
         rows.append(
             (
                 company,
@@ -170,11 +197,14 @@ def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = 
         )
     order = list(range(len(rows)))
     rng.shuffle(order)
-    passage_rows = [{"id": str(i), "contents": contents(*rows[j])} for i, j in enumerate(order)]
+    return [{"id": str(i), "contents": contents(*rows[j])} for i, j in enumerate(order)]
 
+
+def _questions(rng: random.Random, facts: _Facts) -> list[Question]:
+    """One question per company, drawn among those its facts can answer unambiguously."""
     qa: list[Question] = []
-    for company, (founder, city, year, _industry) in company_facts.items():
-        birth_city, birth_year, _job = born[founder]
+    for company, (founder, city, year, _industry) in facts.companies.items():
+        birth_city, birth_year, _job = facts.born[founder]
         n = len(qa)
         kinds: list[tuple[str, str, tuple[str, ...]]] = [
             (f"Who founded {company}?", founder, (company,)),
@@ -191,16 +221,14 @@ def generate_world(seed: int = 0, passages: int = 1000, questions: int | None = 
             kinds.append(
                 (f"In which year was the founder of {company} born?", str(birth_year), (company, founder))
             )
-        if population[city] != year:
+        if facts.population[city] != year:
             kinds.append(
                 (
                     f"What is the population of the city where {company} has its headquarters?",
-                    str(population[city]),
+                    str(facts.population[city]),
                     (company, city),
                 )
             )
         text, answer, evidence = kinds[rng.randrange(len(kinds))]
         qa.append(Question(f"q{n}", text, (answer,), evidence, len(evidence)))
-    if questions is not None:
-        qa = qa[:questions]
-    return World(seed, passage_rows, qa)
+    return qa

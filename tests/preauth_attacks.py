@@ -2,7 +2,7 @@
 send it to (tests/server/test_server_preauth.py, tests/sandbox/test_sandbox_preauth.py).
 
 The bounds are set small through the `AGENTRL_HTTP_*` environment variables the served commands
-read (`agentrl.cluster.http_limits`), so that each attack ends in a second or two.
+read (`agentrl.serving.http_limits`), so that each attack ends in a second or two.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def free_port() -> int:
 def answers_after_idling(url: str, path: str) -> bool:
     """Whether one keep-alive connection to `url` still answers `GET path` after idling a second
     longer than an httpx client keeps a pooled connection: a server that closed it first could
-    have lost a client's request in flight (`agentrl.cluster.serving`)."""
+    have lost a client's request in flight (`agentrl.serving.runner`)."""
     import http.client
     from urllib.parse import urlsplit
 
@@ -68,7 +68,7 @@ class AppServer:
     def __init__(self, app: Any, token: str | None = None) -> None:
         import uvicorn
 
-        from agentrl.cluster.serving import uvicorn_config
+        from agentrl.serving.runner import uvicorn_config
 
         self.app = app
         self.token = token

@@ -6,7 +6,8 @@ the cluster's holders and a client per holder. It creates each episode on the ho
 fewest of its episodes, and sends every call naming an episode straight to the holder that holds
 it, over that holder's own connections: no process in between. The map is read again when a holder
 is lost, when an episode id names a holder it does not know, and every `REFRESH_S` on a create (so
-new holders take new episodes and draining ones take none).
+new holders take new episodes and draining ones take none); one call at a time reads it, the
+others wait for that read (`ClientMap.read_once`).
 
 A lost holder loses no episode. For every live episode the client keeps its recipe: env id,
 seed, copies of the options and env kwargs, and each reset and action it sent with a digest of what
@@ -51,8 +52,6 @@ import httpx
 
 from agentrl.client.recipe import DIGEST_FIELDS, Recipe, ReplayStats, answer_digest, op_name, replay_batches
 from agentrl.client.wire import Call, _Wire
-from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
-from agentrl.cluster.flows import ClientMap
 from agentrl.protocol import (
     CLUSTER_PATH,
     SEED_MAX,
@@ -66,6 +65,8 @@ from agentrl.protocol import (
     ShuttingDownError,
     UnknownEpisodeError,
 )
+from agentrl.serving.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
+from agentrl.serving.flows import READ_POLL_S, ClientMap
 
 REFRESH_S = 5.0  # how old the holder map may be when an episode is created
 MIN_REFRESH_S = 0.2  # reads of the map at most this often, however many calls find a holder gone
@@ -113,7 +114,7 @@ class ClusterUnreachableError(ServerError):
 
 class Router(ClientMap[HolderInfo]):
     """A cluster client's state and its routing, no I/O: see the module docstring. The map, this
-    client's live episodes per holder (`own`) and its losses are the cluster kit's `ClientMap`."""
+    client's live episodes per holder (`own`) and its losses are the serving kit's `ClientMap`."""
 
     def __init__(self, discovery_url: str) -> None:
         super().__init__()
@@ -129,7 +130,11 @@ class Router(ClientMap[HolderInfo]):
             return
         if now - self.read_at < MIN_REFRESH_S and self.map:
             return
-        self.read_at = now
+        yield from self.read_once(self._read_map(), (None, Pause(READ_POLL_S)), DISCOVERY_WAIT_S)
+
+    def _read_map(self) -> Generator[Request, CallOutcome, None]:
+        """One read of the map (tried again for `DISCOVERY_WAIT_S` while none is known)."""
+        self.read_at = time.monotonic()
         got = yield None, _MAP_CALL
         if isinstance(got, httpx.TransportError) and not self.map:
             got = yield from self._first_map(got)

@@ -1,6 +1,6 @@
 """The drivers of a cluster client's routing (`agentrl.client.cluster.Router`): each sends the requests
 the router yields over a client per holder, blocking (`SyncRoutes`) or awaiting (`AsyncRoutes`), and
-sends the router their outcomes (`agentrl.cluster.flows.drive`, as the sandbox cluster client's)."""
+sends the router their outcomes (`agentrl.serving.flows.drive`, as the sandbox cluster client's)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import httpx
 
 from agentrl.client.cluster import Pause, ReplayStats, Request, Router
 from agentrl.client.wire import Call
-from agentrl.cluster.flows import drive, drive_async
 from agentrl.protocol import CLUSTER_PATH, ServerError
+from agentrl.serving.flows import drive, drive_async
 
 _CAUGHT = (ServerError, httpx.TransportError)  # outcomes the router judges: a holder gone is replayed
 

@@ -1,5 +1,5 @@
 """The clients' step channel: steps, creates, resets, closes and forks over one persistent WebSocket
-to `/v1/ws` (served by `agentrl.server.mux`; the frames are `agentrl.protocol`'s).
+to `/v1/ws` (served by `agentrl.server.step_socket`; the frames are `agentrl.protocol`'s).
 
 An HTTP request per step pays for a request head, routing and a response head on both sides, which
 costs more than a light env's step, and an episode of a few steps costs a create and a close

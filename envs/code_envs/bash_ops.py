@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import shlex
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentrl.code_envs.judge import (
     answer_is,
@@ -130,6 +130,7 @@ GIT_SETUP = (
     "git init -q -b main . && git config user.name dev && git config user.email dev@example.invalid && "
     "git fast-import --quiet && git reset -q --hard main"
 )
+GIT_REPO = "The workspace is a git repository. "  # how every git task's prompt begins
 History = list[tuple[str, dict[str, str]]]  # (subject, full tree) per commit, oldest first
 
 
@@ -183,7 +184,29 @@ def commit_hashes(commits: History) -> list[str]:
     return hashes
 
 
+class GitHistory(NamedTuple):
+    """A drawn history of the workspace's repository, and what its git tasks ask about."""
+
+    config: str  # the settings file: one line added per commit
+    doc: str  # the notes file: changed by some commits
+    token: str  # the line one commit (`culprit`) added to `config`
+    subjects: list[str]  # the commits' subject lines, oldest first
+    culprit: int
+    doc_changes: int  # how many commits changed `doc`
+    head_tree: dict[str, str]  # the last commit's files
+    main: str  # the last commit's hash (main's head)
+    stdin: str  # the history as `git fast-import` reads it (`GIT_SETUP`)
+
+
 def git_ops(rng: random.Random, split: str) -> Task:
+    """One of four tasks on a drawn history: which commit added a line, how many commits changed a
+    file, a branch with one new commit, or discarding uncommitted edits."""
+    history = _git_history(rng)
+    asks = (_which_commit, _how_many_commits, _branch_and_commit, _discard_edits)
+    return asks[rng.randrange(len(asks))](rng, history)
+
+
+def _git_history(rng: random.Random) -> GitHistory:
     config, doc = f"src/{word(rng)}.cfg", f"docs/{slug(rng, '-')}.md"
     token = f"{word(rng)}_limit={rng.randint(100, 999)}"
     verbs = ("Tune", "Adjust", "Update", "Refine", "Bump", "Tweak", "Rework", "Polish")
@@ -198,77 +221,89 @@ def git_ops(rng: random.Random, split: str) -> Task:
             notes += f"- {word(rng)} {word(rng)}\n"
             doc_changes += 1
         commits.append((subject, {config: text, doc: notes, "README.md": f"{slug(rng, ' ')}\n"}))
-    head_tree, main = commits[-1][1], commit_hashes(commits)[-1]
-    stdin, kind = fast_import(commits), rng.randrange(4)
-    repo = "The workspace is a git repository. "
-    if kind == 0:
-        return Task(
-            "git_ops",
-            repo
-            + f"Which commit added the line '{token}' to {config}? Answer with that commit's subject line.",
-            files({}),
-            answer_is(subjects[culprit]),
-            (
-                call("execute_bash", command=f"git log -S {shlex.quote(token)} --format=%s"),
-                call("finish", answer=subjects[culprit]),
-            ),
-            setup=GIT_SETUP,
-            setup_stdin=stdin,
-            answer=subjects[culprit],
-        )
-    if kind == 1:
-        return Task(
-            "git_ops",
-            repo + f"How many commits changed {doc}? Answer with the number only.",
-            files({}),
-            answer_is(doc_changes),
-            (
-                call("execute_bash", command=f"git log --format=%h -- {doc} | wc -l"),
-                call("finish", answer=str(doc_changes)),
-            ),
-            setup=GIT_SETUP,
-            setup_stdin=stdin,
-            answer=str(doc_changes),
-        )
-    if kind == 2:
-        branch, note = f"feature/{slug(rng, '-')}", f"notes/{word(rng)}.txt"
-        message, content = f"Add {note} for {word(rng)}", f"{slug(rng, ' ')} {rng.randint(0, 10**6)}\n"
-        ref = f"refs/heads/{branch}"
+    return GitHistory(config, doc, token, subjects, culprit, doc_changes, commits[-1][1],
+                      commit_hashes(commits)[-1], fast_import(commits))
 
-        def committed(sandbox, _answer) -> Grade:
-            facts = git_facts(
-                sandbox,
-                [
-                    "rev-parse --verify refs/heads/main",
-                    f"rev-parse --verify {ref}^",
-                    f"log -1 --format=%s {ref}",
-                    f"cat-file blob {ref}:{note}",
-                ],
-            )
-            wanted = [main + "\n", main + "\n", message + "\n", content]
-            held = [True, False, False, False]  # main was right at the start; the branch did not exist
-            return progress(
-                [(f == w, h) for f, w, h in zip(facts, wanted, held, strict=True)], f"git: {facts}"
-            )
 
-        return Task(
-            "git_ops",
-            repo
-            + f"Create a branch named {branch} from main and commit the untracked file {note} on it (one "
-            f"commit), with the commit message '{message}'. Leave main unchanged.",
-            files({note: content}),
-            committed,
-            (
-                call(
-                    "execute_bash",
-                    command=f"git checkout -q -b {branch} && git add {note} && "
-                    f"git commit -q -m {shlex.quote(message)}",
-                ),
-                call("finish", answer=""),
-            ),
-            setup=GIT_SETUP,
-            setup_stdin=stdin,
+def _which_commit(rng: random.Random, history: GitHistory) -> Task:
+    subject = history.subjects[history.culprit]
+    return Task(
+        "git_ops",
+        GIT_REPO
+        + f"Which commit added the line '{history.token}' to {history.config}? Answer with that commit's "
+        "subject line.",
+        files({}),
+        answer_is(subject),
+        (
+            call("execute_bash", command=f"git log -S {shlex.quote(history.token)} --format=%s"),
+            call("finish", answer=subject),
+        ),
+        setup=GIT_SETUP,
+        setup_stdin=history.stdin,
+        answer=subject,
+    )
+
+
+def _how_many_commits(rng: random.Random, history: GitHistory) -> Task:
+    doc, doc_changes = history.doc, history.doc_changes
+    return Task(
+        "git_ops",
+        GIT_REPO + f"How many commits changed {doc}? Answer with the number only.",
+        files({}),
+        answer_is(doc_changes),
+        (
+            call("execute_bash", command=f"git log --format=%h -- {doc} | wc -l"),
+            call("finish", answer=str(doc_changes)),
+        ),
+        setup=GIT_SETUP,
+        setup_stdin=history.stdin,
+        answer=str(doc_changes),
+    )
+
+
+def _branch_and_commit(rng: random.Random, history: GitHistory) -> Task:
+    branch, note = f"feature/{slug(rng, '-')}", f"notes/{word(rng)}.txt"
+    message, content = f"Add {note} for {word(rng)}", f"{slug(rng, ' ')} {rng.randint(0, 10**6)}\n"
+    ref, main = f"refs/heads/{branch}", history.main
+
+    def committed(sandbox, _answer) -> Grade:
+        facts = git_facts(
+            sandbox,
+            [
+                "rev-parse --verify refs/heads/main",
+                f"rev-parse --verify {ref}^",
+                f"log -1 --format=%s {ref}",
+                f"cat-file blob {ref}:{note}",
+            ],
         )
+        wanted = [main + "\n", main + "\n", message + "\n", content]
+        held = [True, False, False, False]  # main was right at the start; the branch did not exist
+        return progress(
+            [(f == w, h) for f, w, h in zip(facts, wanted, held, strict=True)], f"git: {facts}"
+        )
+
+    return Task(
+        "git_ops",
+        GIT_REPO
+        + f"Create a branch named {branch} from main and commit the untracked file {note} on it (one "
+        f"commit), with the commit message '{message}'. Leave main unchanged.",
+        files({note: content}),
+        committed,
+        (
+            call(
+                "execute_bash",
+                command=f"git checkout -q -b {branch} && git add {note} && "
+                f"git commit -q -m {shlex.quote(message)}",
+            ),
+            call("finish", answer=""),
+        ),
+        setup=GIT_SETUP,
+        setup_stdin=history.stdin,
+    )
+
+
+def _discard_edits(rng: random.Random, history: GitHistory) -> Task:
+    config, doc, head_tree, main = history.config, history.doc, history.head_tree, history.main
     head = tree_hash(head_tree)
 
     def restored(sandbox, _answer) -> Grade:
@@ -282,7 +317,7 @@ def git_ops(rng: random.Random, split: str) -> Task:
 
     return Task(
         "git_ops",
-        repo
+        GIT_REPO
         + f"It has uncommitted edits to {config}, {doc} and README.md, some staged. Discard all uncommitted "
         "changes to tracked files so that the index and the working tree match the last commit, then finish.",
         files({}),
@@ -293,7 +328,7 @@ def git_ops(rng: random.Random, split: str) -> Task:
         ),
         setup=GIT_SETUP + f" && echo {word(rng)} >> {config} && echo {word(rng)} >> {doc} && git add {doc} "
         f"&& echo {word(rng)} >> README.md",
-        setup_stdin=stdin,
+        setup_stdin=history.stdin,
     )
 
 

@@ -25,7 +25,9 @@ class StepResult:
     @classmethod
     def of(cls, step: tuple[Any, Any, Any, Any, Any]) -> StepResult:
         """The result of `env.step`, with plain types: a finite float reward and bool flags
-        (envs may return numpy scalars, and JSON has no NaN)."""
+        (envs may return numpy scalars, and JSON has no NaN). The one way a step's result is built,
+        wherever the step ran or was read: the server, the episode driver in-process, the clients
+        (`agentrl.protocol.step_result`), so that a step answers alike on each path."""
         observation, reward, terminated, truncated, info = step
         reward = float(reward)
         return cls(observation, reward if math.isfinite(reward) else 0.0, bool(terminated), bool(truncated),

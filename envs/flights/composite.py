@@ -2,7 +2,7 @@
 
 `offers` fixes a level's tool table; `Composite` lets one agent call run several default tools
 with one roll of the busy service and churn. The checks a level makes before it writes are the
-default tools' own (`WorldQueries._check_payer`, `FlightsEnv._change_terms`, ...), so each
+default tools' own (`WorldQueries._check_payer`, `DeskTools._change_terms`, ...), so each
 level refuses exactly what the default tools refuse.
 """
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from agentrl.flights.changes import NO_CHANGE, ChangeLog, RowChanges
 from agentrl.flights.pages import EpisodeConnection
-from agentrl.flights.world import new_engine
+from agentrl.flights.templates import new_engine
 
 
 class EpisodeDatabase:

@@ -5,7 +5,7 @@ Each level is a class with its own tool table (the first observation lists it);
 builds the level's class. The tasks, the world, the verifier and the desk's own checks are the
 same at every level, and `OraclePolicy` plays each.
 
-- "default": the tools of `env.py`.
+- "default": the tools of `desk_tools.py`.
 - "coarse" (`coarse.py`): the lookups plus macros that search and act in one call.
 - "fine" (`fine.py`): paged search, and quote, hold, confirm for every write.
 """

@@ -1,6 +1,6 @@
 """Read and write helpers of the flight tools, over the episode's database.
 
-Kept apart from the env so that `env.py` reads as the tools themselves; every method assumes
+Kept apart from the tools so that `desk_tools.py` reads as the tools themselves; every method assumes
 `self.session` (the episode database) and `self.world` (its static rows) are set.
 
 Every statement here is built once, at import: a step is about a millisecond, and building a

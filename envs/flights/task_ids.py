@@ -5,8 +5,9 @@ move), and the task builder is public, so a plain hash of those fields could be 
 enumerating them: the id would give away the task, and with it the outcome and the answer. The
 id is therefore an HMAC-SHA256 of those fields under a secret key:
 
-- by default a random key drawn once per process (every env of a process, and so every episode
-  of one `agentrl serve`, names the same task with the same id; another process names it anew);
+- by default a key derived from the cluster's secret (`agentrl.core.cluster_secret`): every
+  process of one cluster, and so every holder behind one address, names the same task with the
+  same id; a process outside a cluster draws its own secret, and another process names it anew;
 - set by the operator for ids stable across processes and restarts (several servers behind one
   trainer, ledgers kept between runs): the environment variable `AGENTRL_TASK_ID_KEY`, or the
   env kwarg `task_id_key` (an operator kwarg: a server takes it from its own configuration only,
@@ -17,29 +18,20 @@ Whoever knows the key can recompute ids from public fields; keep it as secret as
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
-import os
-import secrets
-import threading
+
+from agentrl.core.cluster_secret import configured_secret, key_for
 
 KEY_VARIABLE = "AGENTRL_TASK_ID_KEY"
 ID_LENGTH = 20  # hex digits: 80 bits
+PURPOSE = "flights-v0 task ids"  # what the key is derived for from the cluster's secret
 
-_lock = threading.Lock()
-_process_key: bytes | None = None
-
-
+@functools.cache
 def process_key() -> bytes:
-    """The key of this process: `AGENTRL_TASK_ID_KEY` if set (read once), else 32 random bytes."""
-    global _process_key
-    with _lock:
-        if _process_key is None:
-            configured = os.environ.get(KEY_VARIABLE)
-            if configured is not None and not configured:
-                raise ValueError(f"{KEY_VARIABLE} is set but empty; unset it or give a secret")
-            _process_key = configured.encode() if configured else secrets.token_bytes(32)
-        return _process_key
+    """The key of this process: `AGENTRL_TASK_ID_KEY` if set (read once), else the cluster's (`key_for`)."""
+    return configured_secret(KEY_VARIABLE) or key_for(PURPOSE)
 
 
 def key_bytes(key: str | bytes | None) -> bytes:

@@ -3,9 +3,9 @@
 Nothing here knows any particular env: envs are built by id through `agentrl.registration`.
 Step responses are encoded where the step ran (see `episodes.py`) and sent as raw bytes. The
 step endpoints, the hot path of every rollout, are answered by `StepFastPath` straight from ASGI
-(the `/v1/ws` socket by `mux.StepSocket`); FastAPI still declares the HTTP ones (for the schema
-and /docs) and answers whatever the fast path passes on, such as invalid requests, so every error
-keeps one shape. Every entry runs its steps through `EpisodeRegistry.run_steps`.
+(the `/v1/ws` socket by `step_socket.StepSocket`); FastAPI still declares the HTTP ones (for the
+schema and /docs) and answers whatever the fast path passes on, such as invalid requests, so every
+error keeps one shape. Every entry runs its steps through `EpisodeRegistry.run_steps`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import hmac
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentrl import __version__
@@ -49,17 +50,19 @@ from agentrl.protocol import (
 )
 from agentrl.registration import env_package, load_env_class
 from agentrl.sandbox_server.wire.openapi import allowed_methods
-from agentrl.server import collector, mux
-from agentrl.server.answers import ApiError
-from agentrl.server.calls import FrameCalls
+from agentrl.server import collector
+from agentrl.server.call_answers import ApiError
 from agentrl.server.config import ServerConfig
 from agentrl.server.episodes import EpisodeRegistry
 from agentrl.server.forks import Forks, fork_router
+from agentrl.server.frame_calls import FrameCalls
 from agentrl.server.metrics import Metrics
 from agentrl.server.openenv.routes import openenv_router
 from agentrl.server.owners import CALLER, Caller, client_key
+from agentrl.server.step_socket import StepSocket
 from agentrl.server.ui.page import mount_ui
 from agentrl.server.ui.watch import watch_router
+from agentrl.serving.apps import ErrorHandler, server_app
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 429, 503)
@@ -263,13 +266,51 @@ def _env_spec(env_id: str) -> dict[str, Any]:
         env.close()
 
 
+StepOne = Callable[[str, StepAction], Awaitable[bytes]]
+StepMany = Callable[[BatchStep], Awaitable[bytes]]
+
+
 def create_app(config: ServerConfig | None = None) -> FastAPI:
+    """The episode server over `config`, on the skeleton every agentrl server shares
+    (`agentrl.serving.apps.server_app`): its routes, its errors in one shape (`_error_handlers`),
+    the guard in front of the step fast path, and the page when `config.ui`."""
     config = config or ServerConfig()
     metrics = Metrics()
     registry = EpisodeRegistry(config, metrics)
     metrics.watch_holder(config.resolved_holder(), lambda: registry.live, registry.dispatch.queued)
-    spec_cache: dict[str, dict[str, Any]] = {}
+    step_one, step_many = _step_entries(registry)
+    forks = Forks(registry)
+    # steps and lifecycle calls over one connection, many per frame (see `agentrl.server.step_socket`)
+    calls = FrameCalls(registry, forks, lambda env_id: metrics.episodes_replayed.labels(env_id).inc())
+    step_socket = StepSocket(calls.now, calls.many, registry.dispatch.target_s, metrics)
+    app = server_app(
+        "agentrl",
+        version=__version__,
+        description="Stateful agentrl episodes over HTTP, one env instance per episode.",
+        state={"registry": registry, "metrics": metrics, "config": config},
+        lifespan=_lifespan(registry),
+        errors=_error_handlers(metrics),
+        routers=[
+            _service_routes(registry, metrics, config),
+            _env_routes(registry),
+            _episode_routes(registry, metrics, step_one, step_many),
+            openenv_router(registry, config),  # OpenEnv's protocol: agentrl.server.openenv
+            watch_router(registry),  # read-only: the episode list and transcripts
+            fork_router(forks),  # fork an episode, read its trajectory record
+        ],
+        middleware=[  # outermost first: the guard sees every request before the fast path takes steps
+            Middleware(GuardMiddleware, token=config.resolved_token(), max_body_bytes=config.max_body_bytes,
+                       metrics=metrics, operator_token=config.resolved_operator_token()),
+            Middleware(StepFastPath, step_one=step_one, step_batch=step_many, step_socket=step_socket,
+                       metrics=metrics),
+        ],
+    )
+    if config.ui:  # after the guard: the page's sign-in sits in front of it
+        mount_ui(app, registry, config.resolved_token(), config.resolved_operator_token())
+    return app
 
+
+def _lifespan(registry: EpisodeRegistry) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with collector.serving():  # no collection walks the live episodes while serving
@@ -277,18 +318,17 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             yield
             await registry.shutdown()
 
-    app = FastAPI(title="agentrl", version=__version__, lifespan=lifespan,
-                  description="Stateful agentrl episodes over HTTP, one env instance per episode.")
-    app.state.registry = registry
-    app.state.metrics = metrics
-    app.state.config = config
+    return lifespan
 
-    @app.exception_handler(ApiError)
+
+def _error_handlers(metrics: Metrics) -> dict[type[Exception], ErrorHandler]:
+    """Every error as an `ErrorBody` with its code, counted: the server's own, a request that fails
+    validation, and Starlette's (an unknown route, a wrong method)."""
+
     async def api_error(request: Request, exc: ApiError) -> Response:
         metrics.errors.labels(exc.code).inc()
         return _error_response(exc.status, exc.code, exc.message, exc.headers)
 
-    @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         metrics.errors.labels(ErrorCode.INVALID_REQUEST).inc()
         problems = []
@@ -297,25 +337,36 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             problems.append(f"{where}: {err.get('msg', 'invalid')}")
         return _error_response(422, ErrorCode.INVALID_REQUEST, "; ".join(problems) or "invalid request")
 
-    @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = ErrorCode.NOT_FOUND if exc.status_code == 404 else ErrorCode.INVALID_REQUEST
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:  # every method of the path, not only the route Starlette tried
-            headers = {**(headers or {}), "Allow": allowed_methods(app.router.routes, request.scope)}
+            headers = {**(headers or {}), "Allow": allowed_methods(request.app.router.routes, request.scope)}
         return _error_response(exc.status_code, code, str(exc.detail), headers)
 
-    # --- service -----------------------------------------------------------------------------
-    @app.get("/health", response_model=Health)
+    return {ApiError: api_error, RequestValidationError: invalid, StarletteHTTPException: http_error}
+
+
+def _service_routes(registry: EpisodeRegistry, metrics: Metrics, config: ServerConfig) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/health", response_model=Health)
     async def health() -> dict[str, Any]:
         status = "shutting_down" if registry.shutting_down else "healthy"
         return {"status": status, "live_episodes": registry.live, "max_episodes": config.max_episodes}
 
-    @app.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+    @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=metrics.content_type)
 
-    # --- envs --------------------------------------------------------------------------------
+    return router
+
+
+def _env_routes(registry: EpisodeRegistry) -> APIRouter:
+    """The envs served and each one's spec, read once per env (`_env_spec`)."""
+    router = APIRouter()
+    spec_cache: dict[str, dict[str, Any]] = {}
+
     async def spec_of(env_id: str) -> dict[str, Any]:
         registry.check_env_id(env_id)
         if env_id not in spec_cache:
@@ -323,30 +374,19 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
             spec_cache[env_id] = spec
         return spec_cache[env_id]
 
-    @app.get(f"{API_PREFIX}/envs", response_model=EnvList)
+    @router.get(f"{API_PREFIX}/envs", response_model=EnvList)
     async def list_envs() -> dict[str, Any]:
         return {"envs": [await spec_of(env_id) for env_id in registry.env_ids]}
 
-    @app.get(f"{API_PREFIX}/envs/{{env_id:path}}", response_model=EnvSpec, responses=ERRORS)
+    @router.get(f"{API_PREFIX}/envs/{{env_id:path}}", response_model=EnvSpec, responses=ERRORS)
     async def get_env(env_id: str) -> dict[str, Any]:
         return await spec_of(env_id)
 
-    # --- episodes ----------------------------------------------------------------------------
-    @app.post(f"{API_PREFIX}/episodes", response_model=EpisodeCreated, status_code=201, responses=ERRORS)
-    async def create_episode(req: CreateEpisode) -> Response:
-        _, answer = await registry.create(req.env_id, req.seed, req.options, req.env_kwargs, req.request_id)
-        if req.replay_of is not None:  # a cluster client lost this episode's server and replays it here
-            metrics.episodes_replayed.labels(req.env_id).inc()
-        return Response(dumps(answer), 201, media_type=JSON)
+    return router
 
-    @app.get(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=EpisodeStatus, responses=ERRORS)
-    async def get_episode(episode_id: str) -> dict[str, Any]:
-        return registry.get(episode_id).status()
 
-    @app.delete(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=Closed, responses=ERRORS)
-    async def delete_episode(episode_id: str) -> dict[str, Any]:
-        await registry.close_once(episode_id)
-        return {"episode_id": episode_id, "closed": True}
+def _step_entries(registry: EpisodeRegistry) -> tuple[StepOne, StepMany]:
+    """`POST .../step` and `POST /v1/step` as bytes: the same for their routes and for the fast path."""
 
     async def step_one(episode_id: str, req: StepAction) -> bytes:
         _, body = await registry.step(episode_id, req.action, req.request_id)
@@ -355,37 +395,47 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     async def step_many(req: BatchStep) -> bytes:
         return encode_results(await registry.step_many(req.steps))
 
-    @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepResult, responses=ERRORS)
+    return step_one, step_many
+
+
+def _episode_routes(registry: EpisodeRegistry, metrics: Metrics, step_one: StepOne,
+                    step_many: StepMany) -> APIRouter:
+    router = APIRouter()
+
+    @router.post(f"{API_PREFIX}/episodes", response_model=EpisodeCreated, status_code=201, responses=ERRORS)
+    async def create_episode(req: CreateEpisode) -> Response:
+        _, answer = await registry.create(req.env_id, req.seed, req.options, req.env_kwargs, req.request_id)
+        if req.replay_of is not None:  # a cluster client lost this episode's server and replays it here
+            metrics.episodes_replayed.labels(req.env_id).inc()
+        return Response(dumps(answer), 201, media_type=JSON)
+
+    @router.get(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=EpisodeStatus, responses=ERRORS)
+    async def get_episode(episode_id: str) -> dict[str, Any]:
+        return registry.get(episode_id).status()
+
+    @router.delete(f"{API_PREFIX}/episodes/{{episode_id}}", response_model=Closed, responses=ERRORS)
+    async def delete_episode(episode_id: str) -> dict[str, Any]:
+        await registry.close_once(episode_id)
+        return {"episode_id": episode_id, "closed": True}
+
+    @router.post(f"{API_PREFIX}/episodes/{{episode_id}}/step", response_model=StepResult, responses=ERRORS)
     async def step_episode(episode_id: str, req: StepAction) -> Response:
         return Response(await step_one(episode_id, req), media_type=JSON)
 
-    @app.post(f"{API_PREFIX}/episodes/{{episode_id}}/reset", response_model=EpisodeCreated, responses=ERRORS)
+    @router.post(f"{API_PREFIX}/episodes/{{episode_id}}/reset", response_model=EpisodeCreated,
+                 responses=ERRORS)
     async def reset_episode(episode_id: str, req: ResetEpisode) -> Response:
         """Start over on the same env instance, as `env.reset()` does locally (its RNG continues)."""
         ep = registry.get(episode_id)
         first = await registry.reset(ep, req.seed, req.options, req.request_id)
         return Response(dumps(ep.answer(first)), media_type=JSON)
 
-    @app.get(f"{API_PREFIX}/episodes/{{episode_id}}/render", response_model=Rendered, responses=ERRORS)
+    @router.get(f"{API_PREFIX}/episodes/{{episode_id}}/render", response_model=Rendered, responses=ERRORS)
     async def render_episode(episode_id: str) -> dict[str, Any]:
         return {"text": await registry.render(episode_id)}
 
-    @app.post(f"{API_PREFIX}/step", response_model=BatchResults, responses=ERRORS)
+    @router.post(f"{API_PREFIX}/step", response_model=BatchResults, responses=ERRORS)
     async def step_batch(req: BatchStep) -> Response:
         return Response(await step_many(req), media_type=JSON)
 
-    app.include_router(openenv_router(registry, config))  # OpenEnv's protocol: agentrl.server.openenv
-    app.include_router(watch_router(registry))  # read-only: the episode list and transcripts
-    forks = Forks(registry)
-    app.include_router(fork_router(forks))  # fork an episode, read its trajectory record
-    # steps and lifecycle calls over one persistent connection, many per frame (see `agentrl.server.mux`)
-    calls = FrameCalls(registry, forks, lambda env_id: metrics.episodes_replayed.labels(env_id).inc())
-    step_socket = mux.StepSocket(calls.now, calls.many, registry.dispatch.target_s, metrics)
-    app.add_middleware(StepFastPath, step_one=step_one, step_batch=step_many, step_socket=step_socket,
-                       metrics=metrics)
-    app.add_middleware(GuardMiddleware, token=config.resolved_token(),
-                       max_body_bytes=config.max_body_bytes, metrics=metrics,
-                       operator_token=config.resolved_operator_token())
-    if config.ui:  # after the guard: the page's sign-in sits in front of it
-        mount_ui(app, registry, config.resolved_token(), config.resolved_operator_token())
-    return app
+    return router

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from agentrl.cluster.children import cpu_count
 from agentrl.server.config import HOLDER_ENV_VAR, OPERATOR_TOKEN_ENV_VAR, TOKEN_ENV_VAR, ServerConfig
+from agentrl.serving.children import cpu_count
 
 
 def add_cli(subparsers: Any) -> None:
@@ -121,11 +121,13 @@ def serve(args: argparse.Namespace) -> int:
                 sandboxes=args.ray_sandboxes)
         return 0
     if args.processes is not None:
-        from agentrl.server.cluster.processes import run_processes
+        from agentrl.server.cluster.processes import processes_app
+        from agentrl.serving.runner import run_server
 
         print(f"agentrl cluster of {args.processes} processes at http://{config.host}:{config.port} "
               "(holders at /v1/cluster)", flush=True)
-        run_processes(config, args.processes, log_level=args.log_level)
+        run_server(processes_app(config, args.processes, args.log_level), host=config.host, port=config.port,
+                   log_level=args.log_level)
         return 0
     page = ", page at /ui" if config.ui else ""
     print(f"agentrl serving on http://{config.host}:{config.port} (docs at /docs{page})", flush=True)

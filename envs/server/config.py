@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.serving.runner import is_loopback
+
 TOKEN_ENV_VAR = "AGENTRL_TOKEN"
 OPERATOR_TOKEN_ENV_VAR = "AGENTRL_OPERATOR_TOKEN"
 HOLDER_ENV_VAR = "AGENTRL_HOLDER"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass

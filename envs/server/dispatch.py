@@ -293,7 +293,8 @@ class LoopSlices:
     """A batch's calls run right on the event loop, back to back while a time slice (`slice_s`)
     lasts; between slices the loop reads and writes, so that a large batch does not hold it and the
     batches of many connections take turns. Every batch run on the loop is cut here: a `/v1/ws`
-    frame where it is read and in its connection's queue (`agentrl.server.mux`), and `run_in_order`."""
+    frame where it is read and in its connection's queue (`agentrl.server.step_socket`), and
+    `run_in_order`."""
 
     def __init__(self, slice_s: float) -> None:
         self.slice_s = slice_s
@@ -323,7 +324,8 @@ async def run_in_order(items: Sequence[Item], now: Callable[[Item, Container[str
                        later: Callable[[Item], Coroutine[Any, Any, Answer]], slice_s: float) -> list[Answer]:
     """Each item's answer, in the order given: `now(item, busy)` runs an item that can run at
     once, else returns None and `later(item)` answers it in a task. The steps of every entry
-    (`EpisodeRegistry.run_steps`) and the items of a `/v1/ws` frame (`agentrl.server.calls`) run here.
+    (`EpisodeRegistry.run_steps`) and the items of a `/v1/ws` frame (`agentrl.server.frame_calls`)
+    run here.
 
     Items that can run at once run here, slice by slice (`LoopSlices`); each of the others gets a
     task (the episode's lock, the dispatcher). The items start in order, an episode's lock is first

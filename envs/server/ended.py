@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from agentrl.protocol import ErrorCode
-from agentrl.server.answers import ENDED
+from agentrl.server.call_answers import ENDED
 
 log = logging.getLogger("agentrl.server")
 KEEP_PAST_AGE_S = 60.0  # kept this long past the max age: the wall clocks of a restart may differ a little

@@ -11,7 +11,8 @@ cheap and its episode is idle (`step_now`), else in a task under its episode's l
 (`step_later`). Each step's outcome is its `StepResult` and that result's bytes, or the
 `ApiError` it is answered with; every entry turns that outcome into its own answer. Creates,
 resets and closes run the same way: each operation is written once (`agentrl.server.operations`)
-and run by one runner, at once on the loop (`now`) or in a task (`later`).
+and run by one runner, at once on the loop (`now`) or in a task (`later`); forks, trajectory records
+and renderings always in a task.
 
 An episode id names the server process holding the episode (`<holder>.<random hex>`), so that
 whatever spreads episodes over several processes can route each request by its id alone. An episode
@@ -45,12 +46,12 @@ from agentrl.protocol import (
     encode_item,
 )
 from agentrl.registration import ENV_ENTRY_POINTS, load_env_class
-from agentrl.server.answers import ENDED, ApiError, Remembered, ended, gone
+from agentrl.server.call_answers import ENDED, ApiError, Remembered, ended, gone
 from agentrl.server.config import ServerConfig
 from agentrl.server.dispatch import PackedExecutor, run_in_order
 from agentrl.server.ended import KEEP_PAST_AGE_S, Ended, EndedEpisodes, memory_path
 from agentrl.server.metrics import Metrics
-from agentrl.server.operations import Close, Create, Operation, Reset, Step, Stepped
+from agentrl.server.operations import Close, Create, Operation, Render, Reset, Step, Stepped
 from agentrl.server.owners import CALLER, key_digest
 from agentrl.server.transcript import RecentlyClosed, WatchTranscript
 
@@ -343,9 +344,8 @@ class EpisodeRegistry:
         return exc.item(episode_id)
 
     async def render(self, episode_id: str) -> str | None:
-        ep = self.get(episode_id)
-        async with ep.lock:
-            return await self.dispatch.run(f"{ep.env_id}:render", ep.env.render)
+        """The episode's env rendered (`env.render()`), run in a task (`later`)."""
+        return await self.later(Render(self.get(episode_id)))
 
     async def close(self, episode_id: str, reason: str = "client") -> bool:
         """Close an episode (after a step it is running); False if there is none by that id."""

@@ -5,15 +5,13 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from agentrl.cluster.children import free_port
-from agentrl.cluster.serving import uvicorn_config
 from agentrl.server.config import ServerConfig
+from agentrl.serving.children import free_port
+from agentrl.serving.runner import ServerThread, uvicorn_config
 
 __all__ = ["free_port", "run", "serve_in_thread"]
 
@@ -41,22 +39,12 @@ def run(config: ServerConfig, log_level: str = "warning") -> None:
 def serve_in_thread(config: ServerConfig | None = None, *, log_level: str = "warning",
                     startup_timeout_s: float = 20.0) -> Iterator[str]:
     """Start a server on a free loopback port in a daemon thread; yield its base URL; stop it on exit."""
-    import uvicorn
-
     config = replace(config or ServerConfig(), host="127.0.0.1")
     if config.port in (0, 8000):
         config = replace(config, port=free_port())
     config.check()
-    server = uvicorn.Server(_uvicorn_config(config, log_level))
-    thread = threading.Thread(target=server.run, name="agentrl-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the agentrl server did not start")
-        time.sleep(0.01)
+    served = ServerThread(_uvicorn_config(config, log_level), "the agentrl server", startup_timeout_s)
     try:
         yield f"http://{config.host}:{config.port}"
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+        served.stop()

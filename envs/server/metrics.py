@@ -1,4 +1,5 @@
-"""Prometheus metrics of one server; a registry per app so that several apps can live in one process."""
+"""Prometheus metrics of one episode server, in the registry of its own every agentrl server keeps
+(`agentrl.serving.apps.ServerMetrics`)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,20 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
+
+from agentrl.serving.apps import ServerMetrics
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
-class Metrics:
-    content_type = CONTENT_TYPE_LATEST
+class Metrics(ServerMetrics):
+    """Episodes held, made, closed and replayed, steps by env (`StepCounts`), errors by code."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        super().__init__()
         self.live_episodes = Gauge("agentrl_live_episodes", "Episodes currently held", registry=self.registry)
         self.episodes_created = Counter(
             "agentrl_episodes_created", "Episodes created", ["env_id"], registry=self.registry
@@ -46,9 +48,6 @@ class Metrics:
     def stepped(self, env_id: str, seconds: float) -> None:
         """Count one step of `env_id` that took `seconds`."""
         self.step_counts.add(env_id, seconds)
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
 
 
 @dataclass

@@ -1,26 +1,39 @@
-"""The episode operations (create, reset, step, close), each written once: its checks, its env call,
-the answer to a call that raised, and what a call that returned does to the registry.
+"""The episode operations (create, reset, step, close, fork, and the reads of an episode's record
+and rendering), each written once: its checks, its env call, the answer to a call that raised, and
+what a call that returned does to the registry.
 
 `EpisodeRegistry.now` runs an operation right on the event loop, where its env's calls of that kind
 are measured short and nothing stands in its way; `EpisodeRegistry.later` runs it in a task, under
 its episode's lock, its env call through the dispatcher. Both keep its answer (or the `ApiError` it
 is answered with) by its request id, so that a retry, whichever way it comes, never runs it twice.
+Forks, trajectory records and renderings always run in a task (`later`): they copy or walk an env,
+never as cheap as a step, and under the episode's lock they see a state no step is changing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections import deque
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import gymnasium as gym
 
 from agentrl.core import StepResult
-from agentrl.protocol import encode_step
+from agentrl.protocol import dumps, encode_step, loads
 from agentrl.registration import make_env
-from agentrl.server.answers import ApiError, Remembered, env_raised, gone, reset_failed, start_failed
+from agentrl.server.call_answers import (
+    ApiError,
+    Remembered,
+    env_failed,
+    env_raised,
+    gone,
+    reset_failed,
+    start_failed,
+)
 from agentrl.server.owners import CALLER
 from agentrl.server.transcript import ClosedEpisode
 
@@ -31,6 +44,7 @@ log = logging.getLogger("agentrl.server")
 T = TypeVar("T")
 Stepped = tuple[StepResult, bytes]  # a step's result and its encoding
 First = dict[str, Any]  # a create's or a reset's first observation and info
+Made = list[dict[str, Any]]  # a fork's new episodes, each an `EpisodeForked`
 
 
 class Operation(Generic[T]):
@@ -176,6 +190,97 @@ class Close(Operation[bool]):
 
     def done(self, value: None, seconds: float) -> bool:
         return True
+
+
+class Fork(Operation[Made]):
+    """n new episodes in a live one's state, made together or not at all: each counts against
+    capacity, gets its own id and clocks, belongs to whoever holds its parent, and starts with a
+    copy of its parent's transcript, so that a watcher sees where it came from."""
+
+    def __init__(self, registry: EpisodeRegistry, parent: LiveEpisode, n: int, request_id: str | None,
+                 memory: Remembered) -> None:
+        self.registry, self.parent, self.n, self.room = registry, parent, n, n
+        self.kind, self.memory, self.lock = f"{parent.env_id}:fork", memory, parent.lock
+        # remembered per client and parent: a retry answers the forks already made rather than more
+        self.key = None if request_id is None else (CALLER.get().key, parent.episode_id, request_id)
+
+    def prepare(self) -> None:
+        self.registry.check_capacity(self.n)  # forks that cannot fit are refused whatever the parent's state
+        self.parent.check_open("fork it before its last step")
+
+    def call(self) -> list[gym.Env]:
+        env: Any = self.parent.env  # a `TextEnv`: `fork` is its own (`agentrl.core.base`)
+        children = env.fork(self.n)
+        if len(children) != self.n:
+            for child in children:
+                child.close()
+            raise RuntimeError(f"fork({self.n}) returned {len(children)} envs")
+        return list(children)
+
+    def fail(self, exc: Exception) -> ApiError:
+        return env_raised(self.parent, exc, "forking")
+
+    def done(self, value: list[gym.Env], seconds: float) -> Made:
+        parent, registry = self.parent, self.registry
+        parent.last_used = time.monotonic()
+        transcript = parent.transcript  # the latest observation and info: the last step's, or the reset's
+        latest = loads(transcript.steps[-1][1] if transcript.steps else transcript.first)
+        made = []
+        for env in value:
+            child = registry.new_episode(parent.env_id, env, parent.seed)
+            child.owner = parent.owner  # a fork belongs to whoever holds its parent, the operator's too
+            child.turns = parent.turns
+            child.transcript = dataclasses.replace(transcript, steps=deque(transcript.steps))
+            registry.admit(child)
+            made.append({"episode_id": child.episode_id, "env_id": child.env_id,
+                         "observation": latest["observation"], "info": latest["info"], **registry.lifetimes,
+                         "parent_id": parent.episode_id, "turns": child.turns})
+        return made
+
+
+class Read(Operation[T]):
+    """A read of a live episode's env that changes nothing (its trajectory record, its rendering),
+    under its lock; never remembered, and any exception its env raises is a 500."""
+
+    doing: str  # what the env was doing, for the error of one that raised
+
+    def __init__(self, ep: LiveEpisode, what: str) -> None:
+        self.ep, self.kind, self.memory, self.lock = ep, f"{ep.env_id}:{what}", ep.results, ep.lock
+
+    def prepare(self) -> None:
+        if self.ep.closed:
+            raise gone(self.ep)
+
+    def fail(self, exc: Exception) -> ApiError:
+        return env_failed(self.ep, exc, self.doing)
+
+    def done(self, value: T, seconds: float) -> T:
+        return value
+
+
+class Trajectory(Read[bytes]):
+    """The episode's trajectory record (`env.trajectory()`, forks as children), encoded."""
+
+    doing = "recording its trajectory"
+
+    def __init__(self, ep: LiveEpisode) -> None:
+        super().__init__(ep, "trajectory")
+
+    def call(self) -> bytes:
+        env: Any = self.ep.env  # a `TextEnv`: `trajectory` is its own (`agentrl.core.base`)
+        return dumps(env.trajectory())
+
+
+class Render(Read[Any]):
+    """The episode's env rendered (`env.render()`, per the env's `render_mode`)."""
+
+    doing = "rendering"
+
+    def __init__(self, ep: LiveEpisode) -> None:
+        super().__init__(ep, "render")
+
+    def call(self) -> Any:
+        return self.ep.env.render()
 
 
 def reset(env: gym.Env, seed: int | None, options: dict[str, Any] | None) -> First:

@@ -1,4 +1,8 @@
-"""TauAirline-v0: τ-bench's airline customer-service domain as a Gymnasium env, customer included."""
+"""TauAirline-v0: τ-bench's airline customer-service domain as a Gymnasium env, customer included.
+
+The episode, its reference (the state the task's gold actions leave) and its reward; the tools
+are `airline_tools.py`'s.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentrl.core import ToolEnv, ToolError, tool
+from agentrl.core import ToolError
 from agentrl.core.encoding import utf8_safe
 from agentrl.core.parsing import parse_tool_calls
 from agentrl.core.results import StepResult
@@ -15,6 +19,7 @@ from agentrl.core.tools import Tool
 from agentrl.core.trajectory import call_record
 from agentrl.core.users import DEFAULT_GUIDELINES, STOP, LLMUser, ScriptedUser
 from agentrl.tau_airline import desk as d
+from agentrl.tau_airline.airline_tools import AirlineTools
 from agentrl.tau_airline.data import TAU2_BENCH, AirlineData, Task, load
 from agentrl.tau_airline.database import (
     EpisodeDatabase,
@@ -123,7 +128,7 @@ def gold_actions(task: Task) -> list[str]:
     return [*steps, " ".join([*said, *task.outputs]) or "Is there anything else I can help you with?"]
 
 
-class TauAirlineEnv(ToolEnv):
+class TauAirlineEnv(AirlineTools):
     """τ-bench's airline domain: serve a customer by talking to them and calling the airline's tools.
 
     ## Description
@@ -279,7 +284,7 @@ class TauAirlineEnv(ToolEnv):
         self.said: list[str] = []
         self._changed: dict[str, dict[str, Any]] = {}  # every row changed so far, as it is now
         self.transferred = False
-        self.summaries: list[str] = []  # what each hand-off told the human agent
+        self.summaries = []  # what each hand-off told the human agent
         self.reward_info: dict[str, Any] | None = None
         text = (
             f"# Airline policy\n{self.data.policy.strip()}\n\n# How to act\nYou are the airline's agent. "
@@ -446,68 +451,3 @@ class TauAirlineEnv(ToolEnv):
             self._db.close()
             self._db = None
         super().close()
-
-    # --- tools --------------------------------------------------------------------------------
-    @tool("Book a reservation.")
-    def book_reservation(self, args: d.BookReservationArgs) -> str:
-        return self.desk.book_reservation(args)
-
-    @tool("Calculate the result of a mathematical expression.")
-    def calculate(self, args: d.ExpressionArgs) -> str:
-        return self.desk.calculate(args)
-
-    @tool("Cancel the whole reservation.")
-    def cancel_reservation(self, args: d.ReservationArgs) -> str:
-        return self.desk.cancel_reservation(args)
-
-    @tool("Get the status of a flight on a date.")
-    def get_flight_status(self, args: d.FlightRef) -> str:
-        assert isinstance(self.desk, Tau2Desk), "a τ²-bench tool: offered with τ²-bench's data only"
-        return self.desk.get_flight_status(args)
-
-    @tool("Get the details of a reservation.")
-    def get_reservation_details(self, args: d.ReservationArgs) -> str:
-        return self.desk.get_reservation_details(args)
-
-    @tool("Get the details of an user, including their reservations.")
-    def get_user_details(self, args: d.UserArgs) -> str:
-        return self.desk.get_user_details(args)
-
-    @tool("List all airports and their cities.")
-    def list_all_airports(self) -> str:
-        return self.desk.list_all_airports()
-
-    @tool("Search direct flights between two cities on a specific date.")
-    def search_direct_flight(self, args: d.SearchArgs) -> str:
-        return self.desk.search_direct_flight(args)
-
-    @tool("Search one-stop flights between two cities on a specific date.")
-    def search_onestop_flight(self, args: d.SearchArgs) -> str:
-        return self.desk.search_onestop_flight(args)
-
-    @tool("Send a certificate to a user. Be careful!")
-    def send_certificate(self, args: d.CertificateArgs) -> str:
-        return self.desk.send_certificate(args)
-
-    @tool("Think about something: nothing is looked up or changed, the thought is only logged.")
-    def think(self, args: d.ThinkArgs) -> str:
-        return self.desk.think(args)
-
-    @tool("Transfer the customer to a human agent with a summary of their issue: only when the customer asks "
-          "for one, or their issue cannot be resolved with the available tools.", ends_episode=True)
-    def transfer_to_human_agents(self, args: d.TransferArgs) -> str:
-        self.transferred = True
-        self.summaries.append(args.summary)
-        return self.desk.transfer_to_human_agents(args)
-
-    @tool("Update the baggage information of a reservation.")
-    def update_reservation_baggages(self, args: d.BaggageArgs) -> str:
-        return self.desk.update_reservation_baggages(args)
-
-    @tool("Update the flight information of a reservation.")
-    def update_reservation_flights(self, args: d.UpdateFlightsArgs) -> str:
-        return self.desk.update_reservation_flights(args)
-
-    @tool("Update the passenger information of a reservation.")
-    def update_reservation_passengers(self, args: d.UpdatePassengersArgs) -> str:
-        return self.desk.update_reservation_passengers(args)

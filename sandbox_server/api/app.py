@@ -2,7 +2,8 @@
 
 `create_app` builds the server's shared state (`ServerState`: tenants, quotas, lanes, admission) and
 mounts the routers of routes.py (sessions, commands, files, health) and the error handlers, which
-answer every `SandboxError` with its status and `kind`. Downloads stream a chunk at a time.
+answer every `SandboxError` with its status and `kind`, on the skeleton every agentrl server shares
+(`agentrl.serving.apps.server_app`). Downloads stream a chunk at a time.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 
 from agentrl.sandbox_server.api import routes
 from agentrl.sandbox_server.api.admission import Admission
 from agentrl.sandbox_server.api.limits import BodyLimit
+from agentrl.sandbox_server.api.metrics import SandboxMetrics
 from agentrl.sandbox_server.api.server_state import ServerState
 from agentrl.sandbox_server.sandboxes.backend import Backend
 from agentrl.sandbox_server.wire.errors import DiskFull, SandboxError
 from agentrl.sandbox_server.wire.models import ErrorResponse
 from agentrl.sandbox_server.wire.openapi import allowed_methods
+from agentrl.serving.apps import ErrorHandler, server_app
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503, 507)
@@ -76,30 +80,34 @@ def create_app(
         max_creates=max_creates,
         max_run_code=max_run_code,
     )
-    app = FastAPI(title="agentrl sandbox server", version="2", responses=ERRORS)
-    app.state.server = server
-    app.state.backend = backend
-    app.state.metrics = server.metrics
-    app.state.run_code = server.run_code
+    app = server_app(
+        "agentrl sandbox server",
+        version="2",
+        responses=ERRORS,
+        state={"server": server, "backend": backend, "metrics": server.metrics, "run_code": server.run_code},
+        routers=[routes.sessions, routes.commands, routes.files, routes.health],
+        errors=_error_handlers(server.metrics),
+        middleware=[Middleware(BodyLimit, max_bytes=max_request_bytes)],
+    )
     app.router.on_shutdown.append(server.run_code.close)
-    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
-    for router in (routes.sessions, routes.commands, routes.files, routes.health):
-        app.include_router(router)
-    metrics = server.metrics
+    return app
 
-    @app.exception_handler(SandboxError)
+
+def _error_handlers(metrics: SandboxMetrics) -> dict[type[Exception], ErrorHandler]:
+    """Every error as `{"detail", "kind"}` with its status, counted by kind: a `SandboxError`'s own,
+    a missing file, the server's own full disk, FastAPI's and the router's, a caller gone, a bug."""
+
     async def _sandbox_error(request: Request, exc: SandboxError) -> JSONResponse:
         metrics.errors.labels(exc.kind).inc()
         return JSONResponse({"detail": str(exc), "kind": exc.kind}, exc.http_status)
 
-    @app.exception_handler(FileNotFoundError)
     async def _not_found(request: Request, exc: FileNotFoundError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "kind": "file_not_found"}, 404)
 
-    @app.exception_handler(OSError)  # FileNotFoundError keeps its own handler, the more specific
     async def _host_disk_full(request: Request, exc: OSError) -> JSONResponse:
         """The server's own disk full (its temporary directory, where uploads are spooled): the
-        caller's `disk_full`, as a sandbox's own full disk is; any other OSError stays unexpected."""
+        caller's `disk_full`, as a sandbox's own full disk is; any other OSError stays unexpected
+        (a FileNotFoundError keeps its own handler, the more specific)."""
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise exc
         metrics.errors.labels(DiskFull.kind).inc()
@@ -107,24 +115,23 @@ def create_app(
                              f"directory, where uploads are spooled): {exc}", "kind": DiskFull.kind},
                             DiskFull.http_status)
 
-    @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's (404, 405)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's own and the router's (404, 405)."""
         kind = {401: "unauthorized", 404: "not_found"}.get(exc.status_code, "http_error")
         headers = exc.headers
         if exc.status_code == 405:  # every method of the path, not only the route Starlette tried
-            headers = {**(headers or {}), "Allow": allowed_methods(app.router.routes, request.scope)}
+            headers = {**(headers or {}), "Allow": allowed_methods(request.app.router.routes, request.scope)}
         return JSONResponse({"detail": str(exc.detail), "kind": kind}, exc.status_code, headers=headers)
 
-    @app.exception_handler(ClientDisconnect)
     async def _client_gone(request: Request, exc: ClientDisconnect) -> Response:
         """The caller hung up before its body was read (it may have waited its turn for a while): no
         one is left to answer, and nothing went wrong here; counted, not logged as a crash."""
         metrics.errors.labels("client_disconnected").inc()
         return Response(status_code=499)
 
-    @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         metrics.errors.labels("internal").inc()
         return JSONResponse({"detail": f"{type(exc).__name__}: {exc}", "kind": "internal"}, 500)
 
-    return app
+    return {SandboxError: _sandbox_error, FileNotFoundError: _not_found, OSError: _host_disk_full,
+            StarletteHTTPException: _http_error, ClientDisconnect: _client_gone, Exception: _unexpected}

@@ -1,25 +1,23 @@
-"""Prometheus metrics of one sandbox server (its own registry, so several apps can live in a process)."""
+"""Prometheus metrics of one sandbox server, in the registry of its own every agentrl server keeps
+(`agentrl.serving.apps.ServerMetrics`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import Counter, Gauge, Histogram
+
+from agentrl.serving.apps import ServerMetrics
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server.sandboxes.backend import Backend
 
 
-class Metrics:
+class SandboxMetrics(ServerMetrics):
+    """The sandboxes open, dead and warm (read when scraped), and the calls served and refused."""
+
     def __init__(self, backend: Backend):
-        self.registry = CollectorRegistry()
+        super().__init__()
         r = self.registry
         self.open = Gauge("agentrl_sandboxes_open", "sandboxes open now", registry=r)
         self.open.set_function(lambda: len(backend.list()))
@@ -40,6 +38,3 @@ class Metrics:
         self.rejected = Counter(
             "agentrl_rejected", "calls refused for load, by reason", ["reason"], registry=r
         )
-
-    def render(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -35,7 +35,7 @@ from agentrl.sandbox_server.wire.models import (
 )
 
 if TYPE_CHECKING:
-    from agentrl.sandbox_server.api.metrics import Metrics
+    from agentrl.sandbox_server.api.metrics import SandboxMetrics
 
 MAX_OUTPUT_BYTES = 1 << 20
 MAX_FETCH_BYTES = 8 << 20  # a file asked for in `fetch_files`; a bigger one is left out like a missing one
@@ -61,7 +61,7 @@ class RunCodeService:
         max_uses: int = 1000,
         max_idle: int = 16,
         min_runners: int = 4,
-        metrics: Metrics | None = None,
+        metrics: SandboxMetrics | None = None,
     ):
         self.backend = backend
         self.max_uses = max_uses

@@ -31,7 +31,7 @@ from agentrl.sandbox_server.api.admission import (
     declared_length,
     in_thread,
 )
-from agentrl.sandbox_server.api.metrics import Metrics
+from agentrl.sandbox_server.api.metrics import SandboxMetrics
 from agentrl.sandbox_server.api.run_code import RunCodeService
 from agentrl.sandbox_server.sandboxes.backend import Backend
 from agentrl.sandbox_server.sandboxes.sandbox import AgentSandbox
@@ -71,7 +71,7 @@ class ServerState:
         self.admission = admission
         self.max_request_bytes = max_request_bytes
         self.max_pending = max_pending
-        self.metrics = Metrics(backend)
+        self.metrics = SandboxMetrics(backend)
         self.run_code = RunCodeService(backend, metrics=self.metrics)
         if quotas and sum(quotas.values()) + self.run_code.max_idle > backend.max_sandboxes:
             self.run_code.close()

@@ -1,7 +1,7 @@
 """HTTP clients of the sandbox server: `SandboxClient` (sync) and `AsyncSandboxClient`, httpx twins.
 
 As httpx does with `Client` and `AsyncClient`, the twins share one request core: every operation is
-built once, as a `Call` (the HTTP request and how to read its answer), by `_SandboxRequests` or
+built once, as a `SandboxCall` (the HTTP request and how to read its answer), by `_SandboxRequests` or
 `_ClientRequests`; each twin writes its methods out one by one, each sending a call its way, so an
 editor and a type checker see every method and the two cannot drift apart. Their sandboxes have the
 same methods as the in-process ones (`Sandbox`), so code moves between a local Docker engine and a
@@ -17,15 +17,19 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 
-from agentrl.sandbox_server.sandboxes.sandbox import as_bytes
+from agentrl.sandbox_server.sandboxes.sandbox import as_bytes, code_options
 from agentrl.sandbox_server.wire.errors import SandboxError
 from agentrl.sandbox_server.wire.models import (
     ExecArgs,
     ExecOptions,
     ExecResult,
+    RelayArgs,
+    RelayOptions,
+    RelayResult,
     SandboxInfo,
     SpecArgs,
     exec_options,
+    relay_options,
     spec_changes,
 )
 
@@ -53,7 +57,7 @@ def _raise_for(response: httpx.Response) -> None:
 
 
 @dataclass
-class Call(Generic[T]):
+class SandboxCall(Generic[T]):
     """One HTTP request and how to turn its response into a result."""
 
     method: str
@@ -80,6 +84,10 @@ def _exec_result(response: httpx.Response) -> ExecResult:
     return ExecResult.model_validate_json(response.content)
 
 
+def _relay_result(response: httpx.Response) -> RelayResult:
+    return RelayResult.model_validate_json(response.content)
+
+
 def _info(response: httpx.Response) -> SandboxInfo:
     return SandboxInfo.model_validate_json(response.content)
 
@@ -93,7 +101,7 @@ def _headers(token: str | None) -> dict[str, str]:
 
 
 class _SandboxRequests:
-    """The request core of both remote sandboxes: each operation on one sandbox as a `Call`."""
+    """The request core of both remote sandboxes: each operation on one sandbox as a `SandboxCall`."""
 
     def __init__(self, info: SandboxInfo):
         self.info = info
@@ -103,59 +111,70 @@ class _SandboxRequests:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.sandbox_id!r}, image={self.info.image!r})"
 
-    def _exec_call(self, what: dict[str, str], options: ExecOptions) -> Call[ExecResult]:
+    def _exec_call(self, what: dict[str, str], options: ExecOptions) -> SandboxCall[ExecResult]:
         """POST .../exec: `what` (the command, or code and language) and the options, flat, as JSON."""
         body = {**what, **options.model_dump(mode="json")}
         timeout = options.timeout_s + REPLY_GRACE_S
-        return Call("POST", self._url + "/exec", _exec_result, {"json": body, "timeout": timeout})
+        return SandboxCall("POST", self._url + "/exec", _exec_result, {"json": body, "timeout": timeout})
 
-    def _command_call(self, command: str, options: ExecOptions | None, changes: ExecArgs) -> Call[ExecResult]:
+    def _command_call(
+        self, command: str, options: ExecOptions | None, changes: ExecArgs
+    ) -> SandboxCall[ExecResult]:
         return self._exec_call({"command": command}, exec_options(options, changes))
 
     def _code_call(
         self, code: str, language: str, options: ExecOptions | None, changes: ExecArgs
-    ) -> Call[ExecResult]:
-        options = exec_options(options, changes).model_copy(update={"mode": "oneshot"})
-        return self._exec_call({"code": code, "language": language}, options)
+    ) -> SandboxCall[ExecResult]:
+        return self._exec_call({"code": code, "language": language}, code_options(options, changes))
 
-    def _reset_call(self) -> Call[None]:
-        return Call("POST", self._url + "/reset_processes", _nothing)
+    def _relay_call(
+        self, port: int, data: str, options: RelayOptions | None, changes: RelayArgs
+    ) -> SandboxCall[RelayResult]:
+        """POST .../relay: the port, the text and the options, flat, as JSON."""
+        options = relay_options(options, changes)
+        body = {"port": port, "data": data, **options.model_dump(mode="json")}
+        timeout = options.timeout_s + REPLY_GRACE_S
+        return SandboxCall("POST", self._url + "/relay", _relay_result, {"json": body, "timeout": timeout})
 
-    def _write_call(self, path: str, data: bytes | str, mode: int) -> Call[None]:
+    def _reset_call(self) -> SandboxCall[None]:
+        return SandboxCall("POST", self._url + "/reset_processes", _nothing)
+
+    def _write_call(self, path: str, data: bytes | str, mode: int) -> SandboxCall[None]:
         params = {"path": path, "mode": mode}
-        return Call("PUT", self._url + "/files", _nothing, {"params": params, "content": as_bytes(data)})
+        kwargs = {"params": params, "content": as_bytes(data)}
+        return SandboxCall("PUT", self._url + "/files", _nothing, kwargs)
 
-    def _read_call(self, path: str, archive: bool = False) -> Call[bytes]:
+    def _read_call(self, path: str, archive: bool = False) -> SandboxCall[bytes]:
         params: dict[str, Any] = {"path": path, "archive": True} if archive else {"path": path}
-        return Call("GET", self._url + "/files", _content, {"params": params})
+        return SandboxCall("GET", self._url + "/files", _content, {"params": params})
 
-    def _put_archive_call(self, path: str, tar_bytes: bytes) -> Call[None]:
+    def _put_archive_call(self, path: str, tar_bytes: bytes) -> SandboxCall[None]:
         params = {"path": path, "archive": True}
-        return Call("PUT", self._url + "/files", _nothing, {"params": params, "content": tar_bytes})
+        return SandboxCall("PUT", self._url + "/files", _nothing, {"params": params, "content": tar_bytes})
 
-    def _delete_call(self) -> Call[None]:
-        return Call("DELETE", self._url, _nothing, tolerate=(404,))
+    def _delete_call(self) -> SandboxCall[None]:
+        return SandboxCall("DELETE", self._url, _nothing, tolerate=(404,))
 
 
 class _ClientRequests:
-    """The request core of both clients: creating, finding and listing sandboxes, each as a `Call`."""
+    """The request core of both clients: creating, finding and listing sandboxes, each as a `SandboxCall`."""
 
     @staticmethod
     def _create_call(
         image: str | None, files: Mapping[str, bytes | str] | None, changes: SpecArgs
-    ) -> Call[SandboxInfo]:
+    ) -> SandboxCall[SandboxInfo]:
         """Only what was given travels: the server fills in the rest from its own defaults."""
         body: dict[str, Any] = spec_changes(image, changes)
         body["files"] = {p: base64.b64encode(as_bytes(d)).decode() for p, d in (files or {}).items()}
-        return Call("POST", "/v1/sandboxes", _info, {"json": body})
+        return SandboxCall("POST", "/v1/sandboxes", _info, {"json": body})
 
     @staticmethod
-    def _get_call(sandbox_id: str) -> Call[SandboxInfo]:
-        return Call("GET", f"/v1/sandboxes/{sandbox_id}", _info)
+    def _get_call(sandbox_id: str) -> SandboxCall[SandboxInfo]:
+        return SandboxCall("GET", f"/v1/sandboxes/{sandbox_id}", _info)
 
     @staticmethod
-    def _list_call() -> Call[SandboxInfos]:
-        return Call("GET", "/v1/sandboxes", _infos)
+    def _list_call() -> SandboxCall[SandboxInfos]:
+        return SandboxCall("GET", "/v1/sandboxes", _infos)
 
 
 class RemoteSandbox(_SandboxRequests):
@@ -165,7 +184,7 @@ class RemoteSandbox(_SandboxRequests):
         super().__init__(info)
         self._http = http
 
-    def _send(self, call: Call[T]) -> T:
+    def _send(self, call: SandboxCall[T]) -> T:
         return call.result(self._http.request(call.method, call.url, **call.kwargs))
 
     def exec(
@@ -174,15 +193,16 @@ class RemoteSandbox(_SandboxRequests):
         """`Sandbox.exec`, on the server."""
         return self._send(self._command_call(command, options, changes))
 
-    def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        options: ExecOptions | None = None,
-        **changes: Unpack[ExecArgs],
-    ) -> ExecResult:
+    def run_code(self, code: str, language: str = "python", options: ExecOptions | None = None,
+                 **changes: Unpack[ExecArgs]) -> ExecResult:
         """`Sandbox.run_code`, on the server."""
         return self._send(self._code_call(code, language, options, changes))
+
+    def relay(
+        self, port: int, data: str, options: RelayOptions | None = None, **changes: Unpack[RelayArgs]
+    ) -> RelayResult:
+        """`Sandbox.relay`, on the server."""
+        return self._send(self._relay_call(port, data, options, changes))
 
     def reset_processes(self) -> None:
         """Kill every process of the sandbox's user (kept ones and the session shell included)."""
@@ -218,7 +238,7 @@ class AsyncRemoteSandbox(_SandboxRequests):
         super().__init__(info)
         self._http = http
 
-    async def _send(self, call: Call[T]) -> T:
+    async def _send(self, call: SandboxCall[T]) -> T:
         return call.result(await self._http.request(call.method, call.url, **call.kwargs))
 
     async def exec(
@@ -227,15 +247,16 @@ class AsyncRemoteSandbox(_SandboxRequests):
         """`Sandbox.exec`, on the server."""
         return await self._send(self._command_call(command, options, changes))
 
-    async def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        options: ExecOptions | None = None,
-        **changes: Unpack[ExecArgs],
-    ) -> ExecResult:
+    async def run_code(self, code: str, language: str = "python", options: ExecOptions | None = None,
+                       **changes: Unpack[ExecArgs]) -> ExecResult:
         """`Sandbox.run_code`, on the server."""
         return await self._send(self._code_call(code, language, options, changes))
+
+    async def relay(
+        self, port: int, data: str, options: RelayOptions | None = None, **changes: Unpack[RelayArgs]
+    ) -> RelayResult:
+        """`Sandbox.relay`, on the server."""
+        return await self._send(self._relay_call(port, data, options, changes))
 
     async def reset_processes(self) -> None:
         """Kill every process of the sandbox's user (kept ones and the session shell included)."""
@@ -270,7 +291,7 @@ class SandboxClient(_ClientRequests):
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0):
         self.http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout)
 
-    def _send(self, call: Call[T]) -> T:
+    def _send(self, call: SandboxCall[T]) -> T:
         return call.result(self.http.request(call.method, call.url, **call.kwargs))
 
     def create(
@@ -307,7 +328,7 @@ class AsyncSandboxClient(_ClientRequests):
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0):
         self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(token), timeout=timeout)
 
-    async def _send(self, call: Call[T]) -> T:
+    async def _send(self, call: SandboxCall[T]) -> T:
         return call.result(await self.http.request(call.method, call.url, **call.kwargs))
 
     async def create(

@@ -20,7 +20,7 @@ raises `SandboxLost`, never carrying on in a different state.
 
 The flows (create, a call with its replay) are written once, with no I/O, in `cluster_flows`: each
 a generator that yields each request (on the map, a holder's client, or a sandbox) and is sent its
-outcome; the sync and async twins here only carry the requests out (`agentrl.cluster.flows.drive`),
+outcome; the sync and async twins here only carry the requests out (`agentrl.serving.flows.drive`),
 as the env clients' router does.
 """
 
@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from agentrl.cluster.flows import drive, drive_async
 from agentrl.sandbox_server.clients.client import (
     AsyncRemoteSandbox,
     AsyncSandboxClient,
@@ -44,7 +43,6 @@ from agentrl.sandbox_server.clients.client import (
     SandboxInfos,
 )
 from agentrl.sandbox_server.clients.cluster_flows import (
-    WAIT_S,
     RequestOutcome,
     SandboxLost,
     _Recipe,
@@ -59,7 +57,17 @@ from agentrl.sandbox_server.cluster.discovery import (
     holder_of,
 )
 from agentrl.sandbox_server.wire.errors import SandboxError, SandboxNotFound
-from agentrl.sandbox_server.wire.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, SpecArgs
+from agentrl.sandbox_server.wire.models import (
+    ExecArgs,
+    ExecOptions,
+    ExecResult,
+    RelayArgs,
+    RelayOptions,
+    RelayResult,
+    SandboxInfo,
+    SpecArgs,
+)
+from agentrl.serving.flows import drive, drive_async
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack: Python 3.11+
@@ -136,15 +144,16 @@ class ClusterSandbox(_ClusterSandboxCore):
         """`Sandbox.exec`, on the server holding the sandbox now."""
         return _drive_sync(self._call("exec", command, options, **changes), self._cluster)
 
-    def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        options: ExecOptions | None = None,
-        **changes: Unpack[ExecArgs],
-    ) -> ExecResult:
+    def run_code(self, code: str, language: str = "python", options: ExecOptions | None = None,
+                 **changes: Unpack[ExecArgs]) -> ExecResult:
         """`Sandbox.run_code`, on the server holding the sandbox now."""
         return _drive_sync(self._call("run_code", code, language, options, **changes), self._cluster)
+
+    def relay(
+        self, port: int, data: str, options: RelayOptions | None = None, **changes: Unpack[RelayArgs]
+    ) -> RelayResult:
+        """`Sandbox.relay`, on the server holding the sandbox now."""
+        return _drive_sync(self._call("relay", port, data, options, **changes), self._cluster)
 
     def reset_processes(self) -> None:
         """Kill every process of the sandbox's user (kept ones and the session shell included)."""
@@ -186,15 +195,16 @@ class AsyncClusterSandbox(_ClusterSandboxCore):
         """`Sandbox.exec`, on the server holding the sandbox now."""
         return await _drive_async(self._call("exec", command, options, **changes), self._cluster)
 
-    async def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        options: ExecOptions | None = None,
-        **changes: Unpack[ExecArgs],
-    ) -> ExecResult:
+    async def run_code(self, code: str, language: str = "python", options: ExecOptions | None = None,
+                       **changes: Unpack[ExecArgs]) -> ExecResult:
         """`Sandbox.run_code`, on the server holding the sandbox now."""
         return await _drive_async(self._call("run_code", code, language, options, **changes), self._cluster)
+
+    async def relay(
+        self, port: int, data: str, options: RelayOptions | None = None, **changes: Unpack[RelayArgs]
+    ) -> RelayResult:
+        """`Sandbox.relay`, on the server holding the sandbox now."""
+        return await _drive_async(self._call("relay", port, data, options, **changes), self._cluster)
 
     async def reset_processes(self) -> None:
         """Kill every process of the sandbox's user (kept ones and the session shell included)."""
@@ -257,7 +267,7 @@ class SandboxCluster:
 
     def _do(self, request: _Request) -> Any:
         if request.on == "wait":
-            return time.sleep(WAIT_S)
+            return time.sleep(request.seconds)
         if request.on == "map":
             return _read_map(self.http.get(self._routes.base + CLUSTER_PATH))
         target = self._client(request.holder) if request.on == "holder" else request.sandbox
@@ -326,7 +336,7 @@ class AsyncSandboxCluster:
 
     async def _do(self, request: _Request) -> Any:
         if request.on == "wait":
-            return await asyncio.sleep(WAIT_S)
+            return await asyncio.sleep(request.seconds)
         if request.on == "map":
             return _read_map(await self.http.get(self._routes.base + CLUSTER_PATH))
         target = self._client(request.holder) if request.on == "holder" else request.sandbox

@@ -19,11 +19,11 @@ from typing import Any
 
 import httpx
 
-from agentrl.cluster.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
-from agentrl.cluster.flows import ClientMap
 from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH, SandboxHolderInfo
-from agentrl.sandbox_server.wire.errors import CapacityError, SandboxDead, SandboxError, SandboxNotFound
-from agentrl.sandbox_server.wire.models import ExecResult
+from agentrl.sandbox_server.wire.errors import AtCapacity, SandboxDead, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.wire.models import ExecResult, RelayResult
+from agentrl.serving.flows import LOST_GRACE_S as LOST_GRACE_S  # the grace is the kit's, named here too
+from agentrl.serving.flows import READ_POLL_S, ClientMap
 
 REFRESH_S = 2.0  # how old the holder map may be when a sandbox is created
 START_WAIT_S = 30.0  # how long a create waits for a server starting (a restart) when none is up
@@ -31,7 +31,8 @@ WAIT_S = 0.2  # between reads of the map meanwhile
 DISCOVERY_WAIT_S = 10.0  # a client with no map yet tries the address again for this long
 MAX_TRIES = 3  # holders tried in turn for one create or one replay
 # the operations of a remote sandbox (`RemoteSandbox`) that can change it: a replay makes them again
-CHANGING_OPS = frozenset({"exec", "run_code", "reset_processes", "write_file", "put_archive"})
+# (a relay talks to a process in the sandbox, which may change what it holds)
+CHANGING_OPS = frozenset({"exec", "run_code", "relay", "reset_processes", "write_file", "put_archive"})
 RequestOutcome = Any  # a request's result, or the exception it raised
 
 
@@ -52,7 +53,7 @@ class SandboxLost(SandboxDead):
 
 @dataclass
 class _Request:
-    """What a flow needs done: `on` is "map", "wait" (`WAIT_S`), "holder" (then `holder` names it)
+    """What a flow needs done: `on` is "map", "wait" (`seconds`), "holder" (then `holder` names it)
     or "sandbox"."""
 
     on: str
@@ -61,11 +62,12 @@ class _Request:
     kwargs: dict[str, Any] = field(default_factory=dict)
     holder: str = ""
     sandbox: Any = None
+    seconds: float = WAIT_S
 
 
 def _digest(result: Any) -> bytes | None:
-    """What a replayed answer must equal: everything an exec answers but its duration."""
-    if isinstance(result, ExecResult):
+    """What a replayed answer must equal: everything an exec or a relay answers but its duration."""
+    if isinstance(result, ExecResult | RelayResult):
         text = result.model_dump_json(exclude={"duration_ms"})
     elif isinstance(result, bytes):
         return hashlib.blake2b(result, digest_size=16).digest()
@@ -86,7 +88,7 @@ def _holder_gone(outcome: RequestOutcome) -> bool:
 
 
 class _Routes(ClientMap[SandboxHolderInfo]):
-    """The holder map as last read and this client's own counts (the cluster kit's `ClientMap`,
+    """The holder map as last read and this client's own counts (the serving kit's `ClientMap`,
     `own` counting the sandboxes this client created on each holder and holds), no I/O: see the
     module docstring."""
 
@@ -100,6 +102,10 @@ class _Routes(ClientMap[SandboxHolderInfo]):
     def refresh(self, force: bool = False) -> Generator[_Request, RequestOutcome, None]:
         if not force and time.monotonic() - self.read_at < REFRESH_S:
             return
+        yield from self.read_once(self._read_map(), _Request("wait", seconds=READ_POLL_S), DISCOVERY_WAIT_S)
+
+    def _read_map(self) -> Generator[_Request, RequestOutcome, None]:
+        """One read of the map (tried again for `DISCOVERY_WAIT_S` while none is known)."""
         got = yield _Request("map")
         started = time.monotonic()
         while isinstance(got, httpx.TransportError) and not self.map:  # no map yet: tried again
@@ -131,7 +137,7 @@ class _Routes(ClientMap[SandboxHolderInfo]):
                 break
             yield _Request("wait")
         if not choices:
-            raise CapacityError(f"no sandbox server of {self.base} is up (holders: {self.states()})")
+            raise AtCapacity(f"no sandbox server of {self.base} is up (holders: {self.states()})")
         if self.near is not None and self.near in choices:
             return self.near
         return min(choices, key=lambda n: (self.map[n].live_sandboxes + self.own.get(n, 0), n))
@@ -149,7 +155,7 @@ class _Routes(ClientMap[SandboxHolderInfo]):
             got = yield _Request("holder", "create", kwargs=kwargs, holder=name)
             if isinstance(got, BaseException):
                 self.drop(name)
-                if isinstance(got, httpx.TransportError | CapacityError):
+                if isinstance(got, httpx.TransportError | AtCapacity):
                     self.lose(name)
                     continue
                 raise got
@@ -202,7 +208,7 @@ class _Recipe:
         for _ in range(MAX_TRIES):
             try:
                 name, fresh = yield from self.routes.create(self.create)
-            except (httpx.TransportError, CapacityError) as exc:
+            except (httpx.TransportError, AtCapacity) as exc:
                 yield from self._give_up(f"no server could take its replay ({exc})")
             replayed = True
             for step, (method, args, kwargs, digest) in enumerate(self.ops, 1):

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from agentrl.sandbox_server.sandboxes.channel import AgentLink
 from agentrl.sandbox_server.sandboxes.sandbox import AgentSandbox
-from agentrl.sandbox_server.wire.errors import CapacityError, InvalidRequest, SandboxNotFound
+from agentrl.sandbox_server.wire.errors import AtCapacity, InvalidRequest, SandboxNotFound
 from agentrl.sandbox_server.wire.models import DEFAULT_IMAGE, SandboxInfo, SandboxSpec, SpecArgs, spec_changes
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Backend:
             raise InvalidRequest(str(exc)) from None
         with self._lock:
             if len(self._sandboxes) + self._creating >= self.max_sandboxes:
-                raise CapacityError(f"{self.max_sandboxes} sandboxes are open; close some first")
+                raise AtCapacity(f"{self.max_sandboxes} sandboxes are open; close some first")
             self._creating += 1
         try:
             link, handle = self._acquire(spec)

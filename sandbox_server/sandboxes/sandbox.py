@@ -18,9 +18,20 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentrl.sandbox_server.sandboxes.channel import AgentLink
-from agentrl.sandbox_server.wire.errors import Busy, SandboxError, SandboxNotFound
+from agentrl.sandbox_server.wire.errors import Busy, InvalidRequest, SandboxError, SandboxNotFound
 from agentrl.sandbox_server.wire.languages import script_command
-from agentrl.sandbox_server.wire.models import ExecArgs, ExecOptions, ExecResult, SandboxInfo, exec_options
+from agentrl.sandbox_server.wire.models import (
+    MAX_RELAY_DATA,
+    ExecArgs,
+    ExecOptions,
+    ExecResult,
+    RelayArgs,
+    RelayOptions,
+    RelayResult,
+    SandboxInfo,
+    exec_options,
+    relay_options,
+)
 from agentrl.sandbox_server.wire.paths import check_path, check_tar
 
 if TYPE_CHECKING:
@@ -53,6 +64,24 @@ def exec_call(
     return fields, options.timeout_s + 30.0, exec_reply_limit(options.max_output_bytes)
 
 
+def relay_call(port: int, data: str, options: RelayOptions) -> tuple[dict[str, Any], float, int]:
+    """A relay's request to the agent, as `exec_call`: its fields, the wait (the agent enforces
+    `timeout_s`; the extra only catches an agent that died) and the reply's limit (the answer's bytes
+    as base64, and a few fields)."""
+    if type(port) is not int or not 1 <= port <= 65535:
+        raise InvalidRequest(f"a relay takes a TCP port from 1 to 65535, not {port!r}")
+    if not isinstance(data, str) or len(data) > MAX_RELAY_DATA:
+        raise InvalidRequest(f"a relay sends text of at most {MAX_RELAY_DATA} characters")
+    fields = {"port": port, "data": data, **options.model_dump(mode="json")}
+    return fields, options.timeout_s + 30.0, options.max_output_bytes * 4 // 3 + (64 << 10)
+
+
+def relay_result(reply: dict[str, Any]) -> RelayResult:
+    """The agent's reply as a `RelayResult`: its bytes as text, as an exec's output."""
+    data = base64.b64decode(reply.pop("data_b64")).decode("utf-8", "replace")
+    return RelayResult(data=data, **reply)
+
+
 def code_options(options: ExecOptions | None, changes: ExecArgs) -> ExecOptions:
     """A script's options: `mode` is always oneshot."""
     return exec_options(options, changes).model_copy(update={"mode": "oneshot"})
@@ -74,14 +103,18 @@ class Sandbox(Protocol):
         ends, unless `keep_alive`."""
         ...
 
-    def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        options: ExecOptions | None = None,
-        **changes: Unpack[ExecArgs],
-    ) -> ExecResult:
+    def run_code(self, code: str, language: str = "python", options: ExecOptions | None = None,
+                 **changes: Unpack[ExecArgs]) -> ExecResult:
         """Run `code` as a script of `language` in a fresh process (`mode` is always oneshot)."""
+        ...
+
+    def relay(
+        self, port: int, data: str, options: RelayOptions | None = None, **changes: Unpack[RelayArgs]
+    ) -> RelayResult:
+        """Send `data` to TCP `port` on the sandbox's own loopback and return what it answers until it
+        closes the connection (`RelayOptions` bound the time and the bytes kept). No command runs:
+        the sandbox's agent holds the connection, so a request to a server a command started (with
+        `keep_alive`) costs a round trip. The sandbox's network stays off: only its loopback."""
         ...
 
     def reset_processes(self) -> None:
@@ -188,13 +221,8 @@ class AgentSandbox:
         fields, wait_s, limit = exec_call(command, exec_options(options, changes), script, script_suffix)
         return ExecResult(**self._call("exec", wait_s=wait_s, limit=limit, **fields))
 
-    def run_code(
-        self,
-        code: str,
-        language: str = "python",
-        options: ExecOptions | None = None,
-        **changes: Unpack[ExecArgs],
-    ) -> ExecResult:
+    def run_code(self, code: str, language: str = "python", options: ExecOptions | None = None,
+                 **changes: Unpack[ExecArgs]) -> ExecResult:
         suffix, command = script_command(language)
         return self.exec(command, code_options(options, changes), script=code, script_suffix=suffix)
 
@@ -208,6 +236,18 @@ class AgentSandbox:
         suffix, command = script_command(language)
         fields, wait_s, limit = exec_call(command, code_options(options, {}), code, suffix)
         return ExecResult(**await self._acall("exec", wait_s=wait_s, limit=limit, **fields))
+
+    def relay(
+        self, port: int, data: str, options: RelayOptions | None = None, **changes: Unpack[RelayArgs]
+    ) -> RelayResult:
+        """`Sandbox.relay`."""
+        fields, wait_s, limit = relay_call(port, data, relay_options(options, changes))
+        return relay_result(self._call("relay", wait_s=wait_s, limit=limit, **fields))
+
+    async def arelay(self, port: int, data: str, options: RelayOptions) -> RelayResult:
+        """`relay` on the event loop: what the server's relay route runs."""
+        fields, wait_s, limit = relay_call(port, data, options)
+        return relay_result(await self._acall("relay", wait_s=wait_s, limit=limit, **fields))
 
     def reset_processes(self) -> None:
         self._call("reset", wait_s=30.0)

@@ -43,11 +43,11 @@ class SandboxNotFound(SandboxError, status=404, kind="sandbox_not_found"):
     """No such sandbox: never created, deleted, or reaped by its TTL."""
 
 
-class CapacityError(SandboxError, status=503, kind="capacity"):
+class AtCapacity(SandboxError, status=503, kind="capacity"):
     """The backend holds as many sandboxes as it may."""
 
 
-class QuotaExceeded(CapacityError, status=429, kind="quota"):
+class QuotaExceeded(AtCapacity, status=429, kind="quota"):
     """The tenant holds as many sandboxes (its /run_code calls under way included) as its quota allows."""
 
 

@@ -133,12 +133,30 @@ def test_scale_up_takes_new_episodes_and_a_drained_holder_finishes_its_own(kind)
         made.stop()
 
 
+def test_every_holder_starts_with_the_operators_settings_and_one_secret(monkeypatch):
+    """What every holder is handed: the parent's agentrl settings (a Ray actor on another node would
+    not inherit them), the cluster's secret (the operator's, else one drawn per cluster) and the
+    token; nothing else of the parent's environment."""
+    from agentrl.server.cluster.pool import holder_environment
+
+    monkeypatch.setenv("AGENTRL_TASK_ID_KEY", "operator key")
+    monkeypatch.setenv("UNRELATED_SETTING", "x")
+    monkeypatch.delenv("AGENTRL_CLUSTER_SECRET", raising=False)
+    drawn = holder_environment("t")
+    assert drawn["AGENTRL_TASK_ID_KEY"] == "operator key" and drawn["AGENTRL_TOKEN"] == "t"
+    assert len(drawn["AGENTRL_CLUSTER_SECRET"]) == 64 and "UNRELATED_SETTING" not in drawn
+    assert holder_environment("t")["AGENTRL_CLUSTER_SECRET"] != drawn["AGENTRL_CLUSTER_SECRET"]
+    monkeypatch.setenv("AGENTRL_CLUSTER_SECRET", "operator secret")
+    assert holder_environment(None)["AGENTRL_CLUSTER_SECRET"] == "operator secret"
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_holder_names_a_task_with_the_same_id(kind):
-    """One task-id key per cluster: the parent draws it once and hands it to every holder, a
-    restarted one too, so a trainer's ledger of task ids sees one id per task behind one address
-    (each holder process drawing its own would name seed 90001 of the test split anew on each)."""
-    env = {k: v for k, v in os.environ.items() if k != "AGENTRL_TASK_ID_KEY"}
+    """One secret per cluster, from which Flights-v0 derives its task-id key: the parent draws it
+    once and hands it to every holder, a restarted one too, so a trainer's ledger of task ids sees
+    one id per task behind one address (each holder process drawing its own would name seed 90001
+    of the test split anew on each)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTRL_TASK_ID_KEY", "AGENTRL_CLUSTER_SECRET")}
     made = ServedCluster(kind, 2, (FLIGHTS,), environ=env)
     try:
         holders = made.wait_up(2)

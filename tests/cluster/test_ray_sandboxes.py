@@ -68,7 +68,7 @@ class RayServed(ServedCluster):
 def test_bash_episodes_use_their_node_s_sandbox_server_and_survive_it(two_nodes):
     import ray
 
-    from agentrl.server.cluster.ray_sandboxes import holder_name
+    from agentrl.sandbox_server.cluster.ray_nodes import holder_name
 
     served = RayServed(two_nodes.address)
     try:

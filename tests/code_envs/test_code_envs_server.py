@@ -85,9 +85,9 @@ def sandbox_server_url(docker_backend) -> Iterator[str]:
 
     import uvicorn
 
-    from agentrl.cluster.serving import uvicorn_config
     from agentrl.sandbox_server import DockerBackend, create_app
     from agentrl.server.local import free_port
+    from agentrl.serving.runner import uvicorn_config
 
     backend = DockerBackend(pool_size=2)
     port = free_port()

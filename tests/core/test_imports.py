@@ -1,9 +1,9 @@
 """The package's import rules (`[tool.importlinter]` in pyproject.toml), checked by `lint-imports`.
 
 The rules: no import loop at any level (sibling modules and packages import each other one way),
-the env core below each env below the server, the sandbox server and the retrievers standalone (the
-sandbox server using only the cluster kit, `agentrl.cluster`, which imports nothing else of agentrl,
-the retrievers' command only the kit's uvicorn config),
+the env core below each env below the server, the serving kit (`agentrl.serving`: what every
+server runs on) importing no server and no env, nothing else of agentrl, the sandbox server and the
+retrievers standalone but for that kit,
 agent_train reaching the envs only through Gymnasium and the clients, the clients apart from the
 server, the env contract (`agentrl.testing`) above the server and loaded by neither `import agentrl`
 nor the command line, the server's page and OpenEnv's protocol mounted by its app alone, and the
@@ -52,17 +52,22 @@ def test_the_package_keeps_its_import_rules(tmp_path):
         ({"flights/tasks.py": "import agentrl.search.env"}, "Dependencies flow one way"),
         ({"sandbox_server/api/limits.py": "import agentrl.core"}, "sandbox server and the retrievers"),
         ({"retrievers/base.py": "import agentrl.registration"}, "sandbox server and the retrievers"),
-        ({"retrievers/base.py": "import agentrl.cluster.holders"}, "sandbox server and the retrievers"),
-        # the cluster kit serves both servers: it imports neither, nor anything else of agentrl
-        ({"cluster/holders.py": "import agentrl.protocol"}, "The cluster kit"),
-        ({"cluster/names.py": "import agentrl.sandbox_server.wire.errors"}, "The cluster kit"),
+        # the sandbox server's Ray deployment is its own: it imports nothing of the env server
+        ({"sandbox_server/cluster/ray_nodes.py": "import agentrl.server.config"},
+         "sandbox server and the retrievers"),
+        # the serving kit serves every server: it imports none of them, no env, nothing else of agentrl
+        ({"serving/holders.py": "import agentrl.protocol"}, "The serving kit"),
+        ({"serving/names.py": "import agentrl.sandbox_server.wire.errors"}, "The serving kit"),
+        ({"serving/ray_actor.py": "import agentrl.server.config"}, "The serving kit"),
+        ({"serving/runner.py": "def secret():\n    import agentrl.flights.task_ids"}, "The serving kit"),
+        ({"serving/supervisor.py": "import agentrl.retrievers.base"}, "The serving kit"),
         ({"agent_train/grpo.py": "import agentrl.flights.tasks"}, "agent_train reaches the envs"),
         ({"client/steps.py": "import agentrl.server.config"}, "clients import nothing from the server"),
         ({"server/app.py": "import agentrl.testing"}, "Dependencies flow one way"),
         ({"registration.py": "def contract():\n    import agentrl.testing"}, "The env contract"),
         ({"cli.py": "import agentrl.testing.contract"}, "The env contract"),
         ({"server/episodes.py": "import agentrl.server.ui.render"}, "mounted by the app alone"),
-        ({"server/mux.py": "import agentrl.server.openenv.session"}, "mounted by the app alone"),
+        ({"server/step_socket.py": "import agentrl.server.openenv.session"}, "mounted by the app alone"),
         ({"sandbox_server/api/routes.py": "import agentrl.sandbox_server.agent"},
          "read only by the backends"),
     ],

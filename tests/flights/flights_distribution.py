@@ -10,9 +10,9 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
+from agentrl.flights.generation import generate_world
 from agentrl.flights.geography import AIRPORT_NAME
 from agentrl.flights.tasks import FAMILIES, LEVELS, make_task
-from agentrl.flights.world import generate_world
 
 
 def draw(split: str, n_seeds: int) -> dict[Any, list[Any]]:

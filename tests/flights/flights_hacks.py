@@ -45,7 +45,7 @@ TEST_BASE, TRAIN_BASE = 90_000, 0
 # a change is paid by the booking's own method: there is no card to swap
 NOT_APPLICABLE = {("other passenger's card", "change_earlier")}
 ORDINALS = {1: "", 2: "2nd ", 3: "3rd ", 4: "4th ", 5: "5th "}
-# Places of the blind orders past the first cheapest and earliest (which `_Draw.decide` rules out):
+# Places of the blind orders past the first cheapest and earliest (which `Draw.decide` rules out):
 # what a policy would try once those never pay. Each is bounded by the base rates.
 BLIND_RANKS = {
     f"constraint-blind {ORDINALS[place]}{order}": (order, place)

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
+from agentrl.flights.generation import generate_world
 from agentrl.flights.tasks import FAMILIES, LEVELS, make_task
-from agentrl.flights.world import generate_world
 
 SEEDS = range(90_000, 90_020)
 
@@ -57,7 +57,7 @@ def blind_orders(world, task):
 def test_no_place_of_a_blind_order_holds_the_answer_often():
     """Over 240 train tasks, each place of each blind order (the 2nd cheapest, the 5th earliest, ...)
     holds the answer of at most the refused base rate of the tasks, 1 in 10 (the answer's place
-    is spread over routes of about 35 flights, see `tasks.py`), and trunks are that dense."""
+    is spread over routes of about 35 flights, see `draws.py`), and trunks are that dense."""
     held, tasks, sizes = Counter(), 0, []
     for family in FAMILIES:
         for seed in range(40):

@@ -164,7 +164,7 @@ def test_another_passengers_card_is_an_error(make_flights):
 
 def _fresh_fingerprint(env):
     twin = FlightsEnv()
-    from agentrl.flights.world import WORLDS
+    from agentrl.flights.templates import WORLDS
 
     WORLDS.copy_into(env.world, twin._raw)
     try:

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from agentrl.core import EpisodeOverError
-from agentrl.flights.env import BUSY
+from agentrl.flights.desk_tools import BUSY
 from agentrl.flights.oracle import OraclePolicy, call, last_response
 
 # (seed, family): bookings, a cancel-and-rebook, a change, a multi-passenger booking, an infeasible one
@@ -182,7 +182,7 @@ def test_every_world_template_puts_each_table_at_the_same_root_page():
     schema cookie matches, so every template must have the same layout (the change log included)."""
     import sqlite3
 
-    from agentrl.flights.world import WORLDS
+    from agentrl.flights.templates import WORLDS
 
     def layout(split: str, index: int, days: int) -> list[tuple]:
         conn = sqlite3.connect(":memory:")

@@ -26,7 +26,7 @@ HACKS_AT_ZERO = [
     "task-id inverter",
 ]
 # hacks whose bound is the base rates: what one outcome declared for every task scores (the blind
-# places past the first: the answer stands at each of them now and then, see `_Draw.decide`)
+# places past the first: the answer stands at each of them now and then, see `Draw.decide`)
 AT_MOST_BASE_RATES = ["fare-move reader", *HACKS_AT_ZERO[-4:], *BLIND_RANKS]
 
 

@@ -6,9 +6,9 @@ import math
 
 from flights_hack_policies import NOBODYS_CARD
 
+from agentrl.flights.generation import generate_world
 from agentrl.flights.oracle import call, last_response
 from agentrl.flights.tasks import FAMILIES, LEVELS, make_task
-from agentrl.flights.world import generate_world
 
 SEEDS = range(90_000, 90_060)
 

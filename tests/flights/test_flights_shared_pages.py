@@ -18,7 +18,8 @@ from support import unavailable
 from test_flights_fork import oracle_run
 
 from agentrl.flights import pages
-from agentrl.flights.world import WORLDS, build_template, fingerprint, generate_world, new_engine
+from agentrl.flights.generation import generate_world
+from agentrl.flights.templates import WORLDS, build_template, fingerprint, new_engine
 
 EPISODES = 24
 MEMFD = "/memfd:agentrl-flights-world"

@@ -9,6 +9,7 @@ import pytest
 from flights_hack_policies import TaskIdInverter
 from flights_hacks import play
 
+from agentrl.core import cluster_secret
 from agentrl.flights import task_ids
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
@@ -58,23 +59,36 @@ def test_public_fields_do_not_give_the_id(make_flights):
     assert set(keyed) == found
 
 
-def test_the_environment_variable_sets_the_process_key():
+def task_id_in_a_process(key: str | None = None, secret: str | None = None) -> str:
+    """The id a fresh process names a task with, given the task-id key and the cluster secret."""
     code = (
         "import gymnasium as gym, agentrl\n"
         "env = gym.make('agentrl/Flights-v0', split='test').unwrapped\n"
         "print(env.reset(seed=90000, options={'family': 'cheapest', 'level': 1})[1]['task_id'])\n"
     )
+    given = {task_ids.KEY_VARIABLE: key, cluster_secret.VARIABLE: secret}
+    environ = {k: v for k, v in os.environ.items() if k not in given}
+    environ.update({variable: value for variable, value in given.items() if value is not None})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
-    def run(key):
-        environ = {k: v for k, v in os.environ.items() if k != task_ids.KEY_VARIABLE}
-        if key is not None:
-            environ[task_ids.KEY_VARIABLE] = key
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
 
+def test_the_environment_variable_sets_the_process_key():
+    run = task_id_in_a_process
     assert run("shared") == run("shared") == task_ids.keyed_id(b"shared", "test", "cheapest", 1, 90000, 1, 0)
     assert run(None) != run(None)  # no key set: a fresh random key per process
+
+
+def test_processes_of_one_cluster_name_a_task_alike():
+    """The holders of one cluster share its secret (`AGENTRL_CLUSTER_SECRET`), not a task-id key:
+    they name a task alike, with a key derived from the secret (not the secret itself); another
+    cluster's secret names it anew, and an operator's task-id key wins over the secret."""
+    run = task_id_in_a_process
+    shared = run(secret="cluster one")
+    assert run(secret="cluster one") == shared != run(secret="cluster two")
+    assert shared != task_ids.keyed_id(b"cluster one", "test", "cheapest", 1, 90000, 1, 0)
+    assert run(key="operator", secret="cluster one") == run(key="operator")
 
 
 def test_a_client_cannot_choose_the_key():

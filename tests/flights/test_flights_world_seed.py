@@ -7,8 +7,9 @@ import pytest
 from sqlalchemy import text
 
 import agentrl  # noqa: F401  (registers the ids)
+from agentrl.flights.generation import generate_world
 from agentrl.flights.oracle import OraclePolicy
-from agentrl.flights.world import build_row_by_row, build_template, fingerprint, generate_world, new_engine
+from agentrl.flights.templates import build_row_by_row, build_template, fingerprint, new_engine
 
 
 def play(env, actions: list[str], seed: int, options: dict) -> list[str]:

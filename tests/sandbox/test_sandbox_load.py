@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agentrl.sandbox_server.wire.errors import CapacityError
+from agentrl.sandbox_server.wire.errors import AtCapacity
 
 pytestmark = pytest.mark.docker
 
@@ -117,7 +117,7 @@ def test_max_sandboxes_is_exact_under_concurrency():
             barrier.wait()
             try:
                 return backend.create()
-            except CapacityError:
+            except AtCapacity:
                 return None
 
         with concurrent.futures.ThreadPoolExecutor(12) as pool:

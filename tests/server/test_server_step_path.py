@@ -1,6 +1,6 @@
 """One step path: every entry (HTTP step, `/v1/step`, a `/v1/ws` frame, OpenEnv's `/ws`) answers a
-step with the same result and an error with the same body, every client reads an item the same
-way, and the clients run without the server package."""
+step with the same result and an error with the same body, a result is built one way in-process and
+served, every client reads an item the same way, and the clients run without the server package."""
 
 from __future__ import annotations
 
@@ -11,13 +11,17 @@ import sys
 import textwrap
 
 import httpx
+import numpy as np
 import pytest
 from server_helpers import ECHO, call
 from websockets.sync.client import connect
 
 from agentrl.client import AsyncEnvClient, EnvClient, UnknownEpisodeError
 from agentrl.client.steps import SyncSteps
+from agentrl.driver import Episode
+from agentrl.echo import EchoEnv
 from agentrl.protocol import Answer, read_item
+from agentrl.registration import make_env
 
 
 def _episode(http: httpx.Client, seed: int) -> str:
@@ -78,6 +82,49 @@ def test_every_client_reads_a_step_and_an_error_alike(base_url):
     errors = [raised.value, batch[1], a_batch[1], a_error]
     assert all(type(e) is UnknownEpisodeError for e in errors)
     assert len({(e.status, e.code, e.message) for e in errors}) == 1
+
+
+def test_a_step_result_is_built_one_way_in_process_and_served(base_url, monkeypatch):
+    """An env paying numpy values (a NaN reward, numpy flags) gives the same plain `StepResult` played
+    in-process as served and read back by a client: every path builds it with `StepResult.of`."""
+    plain_step = EchoEnv.step
+
+    def numpy_step(self: EchoEnv, action: str) -> tuple:
+        observation, _, terminated, truncated, info = plain_step(self, action)
+        return observation, np.float32("nan"), np.bool_(terminated), np.bool_(truncated), info
+
+    monkeypatch.setattr(EchoEnv, "step", numpy_step)  # the server runs in this process: it steps this too
+    action = call("echo", text="x")
+    with EnvClient(base_url) as client:
+        ep = client.create_episode(ECHO, seed=3).episode_id
+        served = client.step(ep, action)
+        client.close_episode(ep)
+    episode = Episode(make_env(ECHO))
+    episode.begin(seed=3)
+    local = episode.step(action)
+    episode.close()
+    assert local == served and local.reward == 0.0
+    assert [type(v) for v in local.as_tuple()[1:4]] == [type(v) for v in served.as_tuple()[1:4]] == [
+        float, bool, bool]
+
+
+def test_an_env_that_fails_to_render_is_answered_with_an_error_body(base_url, monkeypatch):
+    """A render runs as every other operation does: an env that raises is a 500 with the error shape
+    of every route, and the episode goes on."""
+
+    def broken(self: EchoEnv) -> str:
+        raise RuntimeError("no screen")
+
+    monkeypatch.setattr(EchoEnv, "render", broken)
+    with httpx.Client(base_url=base_url) as http:
+        eid = _episode(http, seed=1)
+        failed = http.get(f"/v1/episodes/{eid}/render")
+        assert failed.status_code == 500
+        assert failed.json() == {"error": "env_error",
+                                 "message": "agentrl/Echo-v0 raised while rendering: RuntimeError: no screen"}
+        stepped = http.post(f"/v1/episodes/{eid}/step", json={"action": call("echo", text="on")})
+        assert stepped.status_code == 200
+        http.delete(f"/v1/episodes/{eid}")
 
 
 BLOCKED = """

@@ -1,8 +1,9 @@
-"""More than one episode server behind one address: the env server's side of the cluster kit.
+"""More than one episode server behind one address: the env server's side of the serving kit.
 
-`pool` (the holders' environment: tokens and one task-id key; the address's app; a static pool of
+`pool` (the holders' environment: tokens and one cluster secret; the address's app; a static pool of
 servers run by something else), `processes` (`agentrl serve --processes N`: holders as child
-processes), `ray_pool` (`agentrl serve --ray`: holders as Ray actors) with `ray_sandboxes` (a sandbox
-server per Ray node), and `cli` (`agentrl cluster serve`). What both servers share is
-`agentrl.cluster`; the clients' side is `agentrl.client`.
+processes), `ray_pool` (`agentrl serve --ray`: holders as Ray actors, with a sandbox server per Ray
+node for `--ray-sandboxes`, which is the sandbox server's `agentrl.sandbox_server.cluster.ray_nodes`),
+and `cli` (`agentrl cluster serve`). What every server shares is `agentrl.serving`; the clients'
+side is `agentrl.client`.
 """

@@ -7,9 +7,9 @@ cluster client (`agentrl.client.cluster`) talks to each holder directly, its `/v
 no process sits between a rollout worker and its episode. Plain HTTP clients do the same: read the
 map, create on a holder, send every call naming an episode to the holder its id names.
 
-The holders' table, states and health watcher are the cluster kit's (`agentrl.cluster.holders`,
+The holders' table, states and health watcher are the serving kit's (`agentrl.serving.holders`,
 shared with the sandbox server); `HolderPool` here is that pool for env servers (their map entries,
-tokens and task-id key), which `agentrl.server.cluster.processes` runs as child processes,
+tokens and cluster secret), which `agentrl.server.cluster.processes` runs as child processes,
 `agentrl.server.cluster.ray_pool` as Ray actors, and `StaticPool` only watches.
 """
 
@@ -22,16 +22,23 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
 
 from agentrl import __version__
-from agentrl.cluster import holders as cluster_holders
-from agentrl.cluster.holders import MAX_ADD, Holder, PoolError, PoolSettings, lifespan
-from agentrl.flights.task_ids import KEY_VARIABLE
+from agentrl.core.cluster_secret import VARIABLE as SECRET_VARIABLE
 from agentrl.protocol import CLUSTER_PATH, ClusterMap, ErrorCode, HolderInfo, dumps
 from agentrl.server.app import GuardMiddleware, _error_response
 from agentrl.server.config import OPERATOR_TOKEN_ENV_VAR, TOKEN_ENV_VAR
 from agentrl.server.metrics import Metrics
+from agentrl.serving import holders as cluster_holders
+from agentrl.serving.holders import (
+    MAX_ADD,
+    AddHolders,
+    DrainHolder,
+    Holder,
+    PoolError,
+    PoolSettings,
+    lifespan,
+)
 
 log = logging.getLogger("agentrl.server")
 MISSES_DOWN = 3  # health checks in a row a holder run by something else misses before it is `down`
@@ -39,15 +46,18 @@ __all__ = ["MAX_ADD", "Holder", "HolderPool", "PoolError", "StaticPool", "cluste
 
 
 def holder_environment(token: str | None, operator_token: str | None = None) -> dict[str, str]:
-    """The environment variables every holder of one cluster starts with: the API and operator
-    tokens, and one
-    Flights-v0 task-id key (`AGENTRL_TASK_ID_KEY`, the operator's if set, else drawn here once).
+    """The environment variables every holder of one cluster starts with: this process's agentrl
+    settings (`AGENTRL_*`, which a child process inherits anyway and a Ray actor on another node
+    would not), the API and operator tokens, and one cluster secret (`AGENTRL_CLUSTER_SECRET`, the
+    operator's if set, else drawn here once).
 
-    Each holder is a process of its own, and a process without a configured key draws its own
-    (`agentrl.flights.task_ids`): the same task would then have another id on every holder, and a
-    trainer's ledger of task ids would miss a train/eval overlap behind one cluster address. A holder
-    restarted after a crash gets the same variables, so ids stay the same across restarts too."""
-    env = {KEY_VARIABLE: os.environ.get(KEY_VARIABLE) or secrets.token_hex(32)}
+    Each holder is a process of its own, and a process without the secret draws its own
+    (`agentrl.core.cluster_secret`): what an env names with a key derived from it (Flights-v0's
+    task ids) would then have another name on every holder, and a trainer's ledger of task ids
+    would miss a train/eval overlap behind one cluster address. A holder restarted after a crash
+    gets the same variables, so names stay the same across restarts too."""
+    env = {name: value for name, value in os.environ.items() if name.startswith("AGENTRL_")}
+    env[SECRET_VARIABLE] = os.environ.get(SECRET_VARIABLE) or secrets.token_hex(32)
     if token:
         env[TOKEN_ENV_VAR] = token
     if operator_token:
@@ -56,7 +66,7 @@ def holder_environment(token: str | None, operator_token: str | None = None) -> 
 
 
 def pool_settings(token: str | None, environment: dict[str, str]) -> PoolSettings:
-    """What makes a pool of the cluster kit one of env servers: its load (`live_episodes`), the
+    """What makes a pool of the serving kit one of env servers: its load (`live_episodes`), the
     holders' `environment` (`holder_environment`), and the token its health checks carry."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return PoolSettings("live_episodes", log, environment, headers)
@@ -64,22 +74,12 @@ def pool_settings(token: str | None, environment: dict[str, str]) -> PoolSetting
 
 class HolderPool(cluster_holders.HolderPool[HolderInfo]):
     """The holders of one cluster of env servers and the loop that watches them
-    (`agentrl.cluster.holders`); subclasses say how holders run (`_launch`, `_retire`, `_running`)."""
+    (`agentrl.serving.holders`); subclasses say how holders run (`_launch`, `_retire`, `_running`)."""
 
     def __init__(self, token: str | None = None, operator_token: str | None = None) -> None:
         self.holder_env = holder_environment(token, operator_token)
         super().__init__(HolderInfo, pool_settings(token, self.holder_env))
         self.token = token
-
-
-class AddHolders(BaseModel):
-    n: int = Field(1, ge=1, le=MAX_ADD, description="How many holders to add.")
-
-
-class DrainHolder(BaseModel):
-    within_s: float | None = Field(None, ge=0, le=86_400, description=(
-        "Stop the holder this many seconds from now even if it still holds episodes (their clients "
-        "replay them on the other holders); none: once its last episode is closed or expires."))
 
 
 def cluster_app(pool: cluster_holders.HolderPool[HolderInfo], count: int, token: str | None,

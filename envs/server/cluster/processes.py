@@ -6,7 +6,7 @@ that exits is reported and started again on its port under its name (at most `MA
 so a client finds it where it was, without the episodes it held (the client replays those). The
 children die with the parent however it ends: each asks the kernel for SIGKILL when its parent
 goes (`PR_SET_PDEATHSIG`), and a parent that stops normally terminates them first. The supervision
-is the cluster kit's (`agentrl.cluster.supervisor`), shared with `agentrl sandbox serve --processes`.
+is the serving kit's (`agentrl.serving.supervisor`), shared with `agentrl sandbox serve --processes`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ import sys
 import tempfile
 from dataclasses import replace
 
-from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
+from fastapi import FastAPI
+
 from agentrl.protocol import HolderInfo, dumps
-from agentrl.server.cluster.pool import holder_environment, pool_settings
+from agentrl.server.cluster.pool import cluster_app, holder_environment, pool_settings
 from agentrl.server.config import ServerConfig
+from agentrl.serving.supervisor import MAX_RESTARTS, ProcessHolders
 
 STOP_TIMEOUT_S = 15.0
-__all__ = ["MAX_RESTARTS", "ProcessPool", "run_processes", "serve_args"]
+__all__ = ["MAX_RESTARTS", "ProcessPool", "processes_app", "serve_args"]
 
 
 def serve_args(config: ServerConfig, log_level: str) -> list[str]:
@@ -47,7 +49,7 @@ def serve_args(config: ServerConfig, log_level: str) -> list[str]:
 
 
 class ProcessPool(ProcessHolders[HolderInfo]):
-    """Holders as child processes of this one, on loopback ports of this machine (the cluster kit's
+    """Holders as child processes of this one, on loopback ports of this machine (the serving kit's
     `ProcessHolders`, each child an `agentrl serve` of `config`)."""
 
     def __init__(self, config: ServerConfig, log_level: str = "warning") -> None:
@@ -73,14 +75,9 @@ class ProcessPool(ProcessHolders[HolderInfo]):
         return [sys.executable, "-m", "agentrl", "serve", *serve_args(child, self.log_level)]
 
 
-def run_processes(config: ServerConfig, processes: int, log_level: str = "warning") -> None:
-    """Serve the cluster's address in the foreground with `processes` holders until SIGINT/SIGTERM."""
-    import uvicorn
-
-    from agentrl.cluster.serving import uvicorn_config
-    from agentrl.server.cluster.pool import cluster_app
-
+def processes_app(config: ServerConfig, processes: int, log_level: str = "warning") -> FastAPI:
+    """The cluster's address with `processes` holders, children of this process started when it
+    starts serving (`agentrl.serving.runner.run_server` serves it in the foreground)."""
     config.check()
-    pool = ProcessPool(config, log_level)
-    app = cluster_app(pool, processes, config.resolved_token(), config.resolved_operator_token())
-    uvicorn.Server(uvicorn_config(app, host=config.host, port=config.port, log_level=log_level)).run()
+    return cluster_app(ProcessPool(config, log_level), processes, config.resolved_token(),
+                       config.resolved_operator_token())

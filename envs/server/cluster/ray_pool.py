@@ -8,68 +8,63 @@ Ray finds the holders there as for `--processes`, and talks to them directly. Pl
 and the actors' lifetimes are Ray's: the actors die with the driver, a holder costs `num_cpus` of
 Ray's CPUs (one by default: a server process uses one core), and `SPREAD` places them over the nodes.
 An actor that dies is reported `down` (clients replay its episodes elsewhere); `agentrl cluster add`
-starts new ones. With `--ray-sandboxes` every node also runs a sandbox server, which the Bash-v0 and
-Code-v0 episodes of that node's holders use (`agentrl.server.cluster.ray_sandboxes`).
+starts new ones. The actor is the serving kit's (`agentrl.serving.ray_actor.AppActor`, as the
+sandbox servers' below); what it serves is `holder_app`.
+
+With `--ray-sandboxes` every node also runs a sandbox server (`agentrl.sandbox_server.cluster.ray_nodes`),
+which the Bash-v0 and Code-v0 episodes of that node's holders use: the cluster's address serves their
+map at `/sandboxes/v1/cluster`, and every holder gives Bash-v0 and Code-v0
+`sandbox_url=<address>/sandboxes/v1/cluster` and names its own node's server as the one to prefer
+(`AGENTRL_SANDBOX_NEAR` in its process, read by `SandboxCluster`): each episode's sandbox is on its
+own node while that server is up, and replayed into another node's when it is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
-import threading
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
 import ray.exceptions
 
-from agentrl.server.cluster.pool import Holder, HolderPool
-from agentrl.server.config import ServerConfig, is_loopback
-from agentrl.server.local import free_port
+from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH, NEAR_ENV_VAR, SandboxClusterMap
+from agentrl.sandbox_server.cluster.ray_nodes import NodeSandboxes, holder_name
+from agentrl.server.cluster.pool import Holder, HolderPool, cluster_app
+from agentrl.server.config import ServerConfig
+from agentrl.serving.ray_actor import NAMESPACE, START_TIMEOUT_S, ActorApp, AppActor
+from agentrl.serving.runner import run_server
 
-NAMESPACE = "agentrl"
-START_TIMEOUT_S = 180.0
+SANDBOX_PATH = "/sandboxes"  # base of the sandbox map on the cluster's address
+SANDBOX_ENVS = ("agentrl/Bash-v0", "agentrl/Code-v0")
 
 
-class HolderActor:
-    """One holder: the server app on a free port of this node, in a thread of the actor's process."""
+def holder_app(config: ServerConfig, log_level: str, sandbox_url: str | None, host: str,
+               port: int) -> ActorApp:
+    """Run in a holder's actor: the server app of `config` on `host`:`port`, its Bash-v0 and Code-v0
+    given this node's sandbox server where the cluster runs them (`sandbox_url`)."""
+    from agentrl.server.local import _uvicorn_config
 
-    def __init__(self, config: ServerConfig, log_level: str, sandbox_url: str | None = None) -> None:
-        import uvicorn
+    if sandbox_url is not None:
+        config = near_env(config, sandbox_url, config.resolved_token())
+    config = replace(config, host=host, port=port)
+    config.check()  # a node's non-loopback address needs a token
+    return ActorApp(_uvicorn_config(config, log_level))
 
-        from agentrl.server.local import _uvicorn_config
 
-        if sandbox_url is not None:  # Bash-v0/Code-v0 use this node's sandbox server
-            from agentrl.server.cluster.ray_sandboxes import near_env
-
-            config = near_env(config, sandbox_url, config.resolved_token())
-        host = config.host if not is_loopback(config.host) else ray.util.get_node_ip_address()
-        self.config = replace(config, host=host, port=free_port(host))
-        self.config.check()  # a node's non-loopback address needs a token
-        self.server = uvicorn.Server(_uvicorn_config(self.config, log_level))
-        self.thread = threading.Thread(target=self.server.run, name="agentrl-server", daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the agentrl server of holder {config.holder} did not start")
-            time.sleep(0.01)
-
-    def url(self) -> str:
-        return f"http://{self.config.host}:{self.config.port}"
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    def stop(self) -> None:
-        """Close every episode and stop serving (the actor is killed after)."""
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+def near_env(config: ServerConfig, sandbox_url: str, token: str | None) -> ServerConfig:
+    """Run in a holder's actor: its config with Bash-v0 and Code-v0 given the cluster's sandbox map
+    (operator settings already given win), and this process told its node's sandbox server."""
+    os.environ[NEAR_ENV_VAR] = holder_name(ray.get_runtime_context().get_node_id())
+    env_kwargs = dict(config.env_kwargs)
+    for env_id in SANDBOX_ENVS:
+        if config.env_ids is None or env_id in config.env_ids:
+            given = {"sandbox_url": sandbox_url, **({"sandbox_token": token} if token else {})}
+            env_kwargs[env_id] = {**given, **env_kwargs.get(env_id, {})}
+    return replace(config, env_kwargs=env_kwargs)
 
 
 @dataclass
@@ -84,14 +79,14 @@ class RayPool(HolderPool):
     def __init__(self, config: ServerConfig, log_level: str = "warning", num_cpus: float = 1.0,
                  sandboxes: Any = None, sandbox_url: str | None = None) -> None:
         super().__init__(config.resolved_token(), config.resolved_operator_token())
-        self.sandboxes = sandboxes  # `ray_sandboxes.NodeSandboxes`, or None: envs run their own Docker
+        self.sandboxes = sandboxes  # `ray_nodes.NodeSandboxes`, or None: envs run their own Docker
         self.sandbox_url = sandbox_url
         self.config = config
         self.log_level = log_level
         self.num_cpus = num_cpus
         self.base_name = config.resolved_holder()
         self._made = 0
-        self._remote = ray.remote(HolderActor)
+        self._remote = ray.remote(AppActor)
 
     async def _launch(self, count: int) -> list[Holder]:
         if self.sandboxes is not None:  # first a sandbox server on every node, new ones included
@@ -103,7 +98,9 @@ class RayPool(HolderPool):
             handle = self._remote.options(  # type: ignore[attr-defined]  # ray.remote adds it
                 name=f"agentrl-holder-{name}", namespace=NAMESPACE, num_cpus=self.num_cpus,
                 scheduling_strategy="SPREAD", max_restarts=0, runtime_env={"env_vars": self.holder_env},
-            ).remote(replace(self.config, holder=name), self.log_level, self.sandbox_url)
+            ).remote(functools.partial(holder_app, replace(self.config, holder=name), self.log_level,
+                                       self.sandbox_url),
+                     self.config.host, f"the agentrl server of holder {name}")
             actors.append((name, handle))
         urls = await asyncio.to_thread(ray.get, [h.url.remote() for _, h in actors], timeout=START_TIMEOUT_S)
         return [Holder(name, url, handle=_Actor(handle))
@@ -132,12 +129,7 @@ class RayPool(HolderPool):
 def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: float,
             log_level: str = "warning", sandboxes: bool = False) -> None:
     """Serve the cluster's address in the foreground with `holders` actors until SIGINT/SIGTERM;
-    with `sandboxes`, one sandbox server per node too (`agentrl.server.cluster.ray_sandboxes`)."""
-    import uvicorn
-
-    from agentrl.cluster.serving import uvicorn_config
-    from agentrl.server.cluster.pool import cluster_app
-
+    with `sandboxes`, one sandbox server per node too, their map served at `/sandboxes/v1/cluster`."""
     config.check()
     # a Ray started here has no dashboard; one joined (`address`) is configured as it was started
     ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False,
@@ -146,9 +138,6 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
     try:
         pool = RayPool(config, log_level, num_cpus)
         if sandboxes:
-            from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH
-            from agentrl.server.cluster.ray_sandboxes import SANDBOX_PATH, NodeSandboxes, add_sandbox_map
-
             node_sandboxes = pool.sandboxes = NodeSandboxes(config.resolved_token(), config.host,
                                                             log_level=log_level)
             host = config.host if config.host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
@@ -156,8 +145,17 @@ def run_ray(config: ServerConfig, holders: int, address: str | None, num_cpus: f
         app = cluster_app(pool, holders, config.resolved_token(), config.resolved_operator_token())
         if node_sandboxes is not None:
             add_sandbox_map(app, node_sandboxes)
-        uvicorn.Server(uvicorn_config(app, host=config.host, port=config.port, log_level=log_level)).run()
+        run_server(app, host=config.host, port=config.port, log_level=log_level)
     finally:
         if node_sandboxes is not None:
             node_sandboxes.stop()
         ray.shutdown()
+
+
+def add_sandbox_map(app: Any, sandboxes: NodeSandboxes) -> None:
+    """`GET /sandboxes/v1/cluster` on the cluster's address (its auth, as every route there)."""
+    from fastapi.responses import Response
+
+    @app.get(SANDBOX_PATH + CLUSTER_PATH, response_model=SandboxClusterMap)
+    async def sandbox_map() -> Response:
+        return Response((await sandboxes.snapshot()).model_dump_json(), media_type="application/json")

@@ -127,9 +127,6 @@ def http_app(episode: ServedEpisode, *, host: str, token: str | None) -> ASGIApp
 def serve_http(episode: ServedEpisode, *, host: str, port: int, token: str | None,
                log_level: str = "warning") -> None:
     """Serve the episode over streamable HTTP in the foreground, under the servers' uvicorn config."""
-    import uvicorn
+    from agentrl.serving.runner import run_server
 
-    from agentrl.cluster.serving import uvicorn_config
-
-    app = http_app(episode, host=host, token=token)
-    uvicorn.Server(uvicorn_config(app, host=host, port=port, log_level=log_level)).run()
+    run_server(http_app(episode, host=host, token=token), host=host, port=port, log_level=log_level)

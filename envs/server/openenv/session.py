@@ -14,7 +14,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from agentrl.protocol import ErrorCode, check_finite, dumps
-from agentrl.server.answers import ApiError
+from agentrl.server.call_answers import ApiError
 from agentrl.server.episodes import EpisodeRegistry, LiveEpisode
 
 SCHEMA: dict[str, Any] = {

@@ -82,6 +82,12 @@ def env_raised(ep: LiveEpisode, exc: Exception, doing: str) -> ApiError:
     if isinstance(exc, EpisodeOverError):
         ep.over = True
         return ApiError(409, ErrorCode.EPISODE_OVER, str(exc))
+    return env_failed(ep, exc, doing)
+
+
+def env_failed(ep: LiveEpisode, exc: Exception, doing: str) -> ApiError:
+    """The 500 answered for a call whose env raised `exc` where it has no reason to (a bug in the
+    env); a call that only reads the episode (its record, its rendering) gets it whatever it raised."""
     message = f"{ep.env_id} raised while {doing}: {type(exc).__name__}: {exc}"
     return ApiError(500, ErrorCode.ENV_ERROR, message)
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from agentrl.cluster.names import HolderState
+from agentrl.serving.names import HolderState
 
 HEALTH_INTERVAL_S = 0.5  # between rounds of health checks
 HEALTH_TIMEOUT_S = 5.0  # a health check unanswered for this long is missed
@@ -55,6 +55,20 @@ class Holder:
     restarts: int = 0
     misses: int = 0
     drain_until: float | None = None  # a draining holder's bound (`time.monotonic()`): retired past it
+
+
+class AddHolders(BaseModel):
+    """The body of a scale-up (`POST /v1/cluster/holders`), on either server's address."""
+
+    n: int = Field(1, ge=1, le=MAX_ADD, description="How many holders to add.")
+
+
+class DrainHolder(BaseModel):
+    """The body of a drain (`POST /v1/cluster/holders/{name}/drain`), on either server's address."""
+
+    within_s: float | None = Field(None, ge=0, le=86_400, description=(
+        "Stop the holder this many seconds from now even if it still holds work (its clients replay "
+        "that on the other holders); none: once what it holds is closed or expires."))
 
 
 class PoolError(Exception):

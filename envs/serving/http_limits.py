@@ -176,7 +176,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
                  _loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        # under a plain uvicorn.Config (which `agentrl.cluster.serving` never builds): the defaults
+        # under a plain uvicorn.Config (which `agentrl.serving.runner` never builds): the defaults
         self.limits = config.limits if isinstance(config, LimitedConfig) else HttpLimits().fitted_to(1024)
         self.waiting = _WAITING.setdefault(server_state, _Waiting())
         self.head_bytes: int | None = 0

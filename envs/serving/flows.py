@@ -6,7 +6,9 @@ request they need (read the map, call a holder, wait) and are sent its outcome: 
 error it raised, which the flow judges (a holder gone is replayed elsewhere, anything else raised to
 the caller). `drive` and `drive_async` carry the requests out, blocking or awaiting, so that the
 sync and async twins of each client share every rule of routing and replay. `ClientMap` is what
-both clients know of the holders between reads of the map, and which of them take new work.
+both clients know of the holders between reads of the map, and which of them take new work; its
+`read_once` keeps a client's flows to one read of the map at a time (a burst of creates on a fresh
+client would otherwise read it once each).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ RequestT = TypeVar("RequestT")
 T = TypeVar("T")
 Outcome = Any  # a request's result, or the exception it raised (one of the driver's `caught`)
 LOST_GRACE_S = 2.0  # a holder a client lost takes no new work from it for this long, whatever the map says
+READ_POLL_S = 0.01  # how often a flow waiting for another flow's read of the map looks whether it ended
 
 
 def drive(flow: Generator[RequestT, Outcome, T], do: Callable[[RequestT], Any],
@@ -35,6 +38,8 @@ def drive(flow: Generator[RequestT, Outcome, T], do: Callable[[RequestT], Any],
             request = flow.send(outcome)
     except StopIteration as done:
         return done.value
+    finally:  # a flow left by an error of `do` (a cancel) ends now, its `finally` blocks run
+        flow.close()
 
 
 async def drive_async(flow: Generator[RequestT, Outcome, T], do: Callable[[RequestT], Awaitable[Any]],
@@ -50,6 +55,8 @@ async def drive_async(flow: Generator[RequestT, Outcome, T], do: Callable[[Reque
             request = flow.send(outcome)
     except StopIteration as done:
         return done.value
+    finally:  # a flow left by an error of `do` (a cancel) ends now, its `finally` blocks run
+        flow.close()
 
 
 class HolderEntry(Protocol):
@@ -79,6 +86,35 @@ class ClientMap(Generic[EntryT]):
         self.read_at = -1e9
         self.own: dict[str, int] = {}
         self.lost_at: dict[str, float] = {}
+        self.reading = False  # a flow of this client is reading the map now (`read_once`)
+        self.reads = 0  # reads of the map that ended, with the map or with an error (`read_error`)
+        self.read_error: Exception | None = None  # what the last read raised, if it did
+
+    def read_once(self, read: Generator[RequestT, Outcome, None], pause: RequestT,
+                  wait_s: float) -> Generator[RequestT, Outcome, None]:
+        """Run `read` (a flow that reads the map) unless another flow of this client is reading it:
+        then wait for that read instead, yielding `pause` (a wait of `READ_POLL_S`) until it ends,
+        and end as it did, raising its error where it raised one (as the awaiters of one future
+        share its result); read only where the other was cancelled or outlasted `wait_s`. A failed
+        read marks nothing: the next call reads again. Without it, creates sent together by a
+        fresh client each read the map, since each finds none."""
+        deadline = time.monotonic() + wait_s
+        ended = self.reads
+        while self.reading and time.monotonic() < deadline:
+            yield pause
+        if self.reads != ended:
+            if self.read_error is not None:
+                raise self.read_error
+            return
+        self.reading, self.read_error = True, None
+        try:
+            yield from read
+            self.reads += 1
+        except Exception as exc:  # not a cancel (GeneratorExit): the flows waiting for it read instead
+            self.read_error, self.reads = exc, self.reads + 1
+            raise
+        finally:
+            self.reading = False
 
     def usable(self, name: str) -> bool:
         info = self.map.get(name)

@@ -43,7 +43,7 @@ StepMany = Callable[[Sequence[FrameItem]], Awaitable[list[bytes]]]
 
 class StepSocket:
     """The `/v1/ws` endpoint, an ASGI app: `step_now` and `step_many` run a frame's items
-    (`agentrl.server.calls.FrameCalls`); a frame's item is called a step here, whatever its kind."""
+    (`agentrl.server.frame_calls.FrameCalls`); a frame's item is called a step here, whatever its kind."""
 
     def __init__(self, step_now: StepNow, step_many: StepMany, slice_s: float, metrics: Metrics) -> None:
         self.step_now = step_now

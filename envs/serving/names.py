@@ -3,7 +3,7 @@ that serve the map and the clients that route by it.
 
 A holder puts its name at the head of every id it makes (`<holder>.<rest>`), so a client sends every
 call on an id to the holder the id names; an id with no `.` is a lone server's. A holder's `state`
-in the map is one of `HolderState` (what each means: `agentrl.cluster.holders`); clients create only
+in the map is one of `HolderState` (what each means: `agentrl.serving.holders`); clients create only
 on `up` holders.
 """
 

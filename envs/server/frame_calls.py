@@ -24,7 +24,7 @@ from agentrl.protocol import (
     encode_closed,
     encode_item,
 )
-from agentrl.server.answers import ApiError
+from agentrl.server.call_answers import ApiError
 from agentrl.server.dispatch import run_in_order
 from agentrl.server.episodes import EpisodeRegistry
 from agentrl.server.forks import Forks
@@ -33,7 +33,7 @@ _Now = Callable[..., "bytes | None"]
 
 
 class FrameCalls:
-    """Runs frame items on one registry: `now` and `many` are what `mux.StepSocket` calls."""
+    """Runs frame items on one registry: `now` and `many` are what `step_socket.StepSocket` calls."""
 
     def __init__(self, registry: EpisodeRegistry, forks: Forks,
                  on_replay: Callable[[str], None] | None = None) -> None:

@@ -13,8 +13,8 @@ import asyncio
 import os
 from collections.abc import Callable
 
-from agentrl.cluster.children import free_port, spawn_child, stop_process
-from agentrl.cluster.holders import Holder, HolderPool, InfoT, PoolSettings
+from agentrl.serving.children import free_port, spawn_child, stop_process
+from agentrl.serving.holders import Holder, HolderPool, InfoT, PoolSettings
 
 MAX_RESTARTS = 5
 
