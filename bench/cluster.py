@@ -5,13 +5,21 @@
                                                  # 4 Bash-v0 episodes of 5 steps in the Bash-v0 row
     .venv/bin/python bench/cluster.py --kills-only   # the rows of a killed holder alone, (2) and (3)
     .venv/bin/python bench/cluster.py --memory-only  # the memory rows alone, (4)
+    .venv/bin/python bench/cluster.py --throughput-only --no-ray   # the steps/s rows alone, (1)
 
-Measures, through one `AsyncEnvClient` in this process (one coroutine per episode awaiting `step`,
-as every framework drives episodes; the client shares the machine's cores with the servers, as a
-rollout worker on the same machine would):
+Measures, through `AsyncEnvClient`s (one coroutine per episode awaiting `step`, as every framework
+drives episodes; the clients share the machine's cores with the servers, as rollout workers on the
+same machine would):
 (1) steps/s of Echo-v0 and Flights-v0 at 64 and 512 live episodes on one `agentrl serve` process
 (the baseline), on `agentrl serve --processes 2` and on `agentrl serve --ray --processes 2`, with
-the ratios to the baseline and of Ray to plain processes;
+the ratios to the baseline; the episodes split over `--client-processes` client processes (2 by
+default: one client's event loop tops out before two servers do on a light env), each with its
+own client and event loop. Each row gives both sides' CPU over its window, read from /proc: each
+server process's share of a core and the client processes' summed, so a row says which side bound
+it; and the servers' steps per second of their own CPU, times the server processes: what they
+would serve with the clients elsewhere, the figure that scales when clients and servers share the
+cores; after the table, per env and size, the CPU a step cost each side and the ceiling that sets
+on these cores (each process at most a core, all of them at most the cores), with what sets it;
 (2) what a replay costs: Flights-v0 episodes of 10 steps whose holder is killed, in ms per replayed
 step (the client's own count: replay time, less the new episodes' creates, over replayed steps) and
 ms per new episode's create (a world's build); `bench/replay.py` times one replay alone;
@@ -45,6 +53,7 @@ import signal
 import sys
 import time
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +67,13 @@ from agentrl.client.cluster import EpisodeLostError
 from agentrl.server.local import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import client_processes  # bench/client_processes.py: clients in processes of their own, both sides' CPU
 import processes  # bench/processes.py: servers started, awaited and stopped
 import sandbox_processes  # bench/sandbox_processes.py: a sandbox server on a free loopback port
 from measuring import memory_kib, yes  # bench/measuring.py
 
 ECHO, FLIGHTS, BASH = "agentrl/Echo-v0", "agentrl/Flights-v0", "agentrl/Bash-v0"
+SERVER_PROCESSES = 2  # of a cluster in these rows (`--processes 2`, two Ray actors)
 RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -82,7 +93,7 @@ def served(kind: str, envs: tuple[str, ...], extra: tuple[str, ...] = ()):
     args = [sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--no-ui",
             "--max-episodes", "2048", "--idle-ttl", "7200"]
     if kind != "single":
-        args += ["--processes", "2"]
+        args += ["--processes", str(SERVER_PROCESSES)]
     if kind == "ray":
         args += ["--ray"]
     for env_id in envs:
@@ -94,38 +105,71 @@ def served(kind: str, envs: tuple[str, ...], extra: tuple[str, ...] = ()):
         yield url
 
 
-async def _steps_per_s(url: str, env_id: str, episodes: int, seconds: float) -> float:
-    """Steps/s of `episodes` coroutines stepping for `seconds` (episodes that end start again)."""
+async def _drive_steps(url: str, env_id: str, first: int, episodes: int, seconds: float,
+                       gate: client_processes.Gate) -> dict[str, Any]:
+    """One client process: episodes `first` to `first + episodes - 1` (their seeds), each a coroutine
+    stepping for `seconds` once every client's episodes are made (an episode that ends is closed and
+    made again within the window); the steps and the seconds of its window."""
     client = AsyncEnvClient(url)
-    stop_at = 0.0
+    made = list(await asyncio.gather(*(client.create_episode(env_id, seed=first + k)
+                                       for k in range(episodes))))
     counts = [0] * episodes
-    created = [0]
+    gate.opened()
+    began = time.perf_counter()
+    stop_at = began + seconds
 
     async def one(k: int) -> None:
-        made = await client.create_episode(env_id, seed=k)
-        created[0] += 1
-        await started.wait()
         i = 0
         while time.perf_counter() < stop_at:
-            result = await client.step(made.episode_id, action(env_id, i))
+            result = await client.step(made[k].episode_id, action(env_id, i))
             counts[k] += 1
             i += 1
             if result.terminated or result.truncated:
-                await client.close_episode(made.episode_id)
-                made = await client.create_episode(env_id, seed=k + 1000 * i)
-        await client.close_episode(made.episode_id)
+                await client.close_episode(made[k].episode_id)
+                made[k] = await client.create_episode(env_id, seed=first + k + 1000 * i)
 
-    started = asyncio.Event()
-    tasks = [asyncio.create_task(one(k)) for k in range(episodes)]
-    while created[0] < episodes:  # every episode made before the window opens
-        await asyncio.sleep(0.05)
-    began = time.perf_counter()
-    stop_at = began + seconds
-    started.set()
-    await asyncio.gather(*tasks)
+    await asyncio.gather(*(one(k) for k in range(episodes)))
     elapsed = time.perf_counter() - began
+    gate.closed()
+    await asyncio.gather(*(client.close_episode(m.episode_id) for m in made))
     await client.aclose()
-    return sum(counts) / elapsed
+    return {"steps": sum(counts), "elapsed": elapsed}
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Steps/s of a window driven from client processes, and the window (both sides' CPU over it)."""
+
+    steps_s: float
+    steps: int
+    window: client_processes.Window
+
+    @property
+    def per_server_cpu_s(self) -> float:
+        """Steps per second of the servers' own CPU: what scales with server processes on cores of
+        their own, whatever share of the cores the clients took here."""
+        return self.steps / max(sum(self.window.server_cpu_s), 1e-9)
+
+    def ceiling(self, cores: int) -> tuple[float, str]:
+        """The steps/s this window's CPU per step allows, and what sets it: each server process and
+        each client process at most a core, all of them at most the machine's `cores`."""
+        servers, clients = len(self.window.server_cpu_s), len(self.window.client_cpu_s)
+        server_ms = sum(self.window.server_cpu_s) * 1e3 / max(self.steps, 1)
+        client_ms = sum(self.window.client_cpu_s) * 1e3 / max(self.steps, 1)
+        bounds = {"a core per server": servers * 1e3 / max(server_ms, 1e-9),
+                  "a core per client": clients * 1e3 / max(client_ms, 1e-9),
+                  f"{cores} cores shared": cores * 1e3 / max(server_ms + client_ms, 1e-9)}
+        bound = min(bounds, key=bounds.__getitem__)
+        return bounds[bound], f"{server_ms:.4f} + {client_ms:.4f} ms -> {bounds[bound]:,.0f}/s ({bound})"
+
+
+def steps_per_s(url: str, env_id: str, episodes: int, seconds: float, clients: int) -> Throughput:
+    """Steps/s of `episodes` episodes stepping for `seconds`, split over `clients` client processes."""
+    pids = [_holder_pid(h_url) for _, h_url in _holders(url)]
+    shares = [(url, env_id, first, n, seconds) for first, n in client_processes.split(episodes, clients)]
+    window = client_processes.run(_drive_steps, shares, pids)
+    return Throughput(sum(r["steps"] / r["elapsed"] for r in window.results),
+                      sum(r["steps"] for r in window.results), window)
 
 
 def _holder_pid(url: str) -> int:
@@ -370,28 +414,50 @@ def memory_table(episodes: int) -> Table:
     return table
 
 
+KIND_NAMES = {"single": "1 process", "processes": "2 processes", "ray": "2 Ray actors"}
+
+
+def throughput_row(env_id: str, episodes: int, kind: str, clients: int, got: Throughput,
+                   baseline: Throughput) -> list[str]:
+    """A steps/s row: the figure, both sides' CPU over its window, and the servers' steps per second of
+    their own CPU, with what they would serve on cores of their own (clients elsewhere)."""
+    servers = len(got.window.server_cpu_s)
+    bound, bound_one = servers * got.per_server_cpu_s, baseline.per_server_cpu_s
+    return [env_id.split("/")[1], str(episodes), KIND_NAMES[kind], str(clients), f"{got.steps_s:,.0f}",
+            f"{got.steps_s / baseline.steps_s:.2f}", *got.window.busy_cells(), f"{got.per_server_cpu_s:,.0f}",
+            f"{bound:,.0f}", f"{bound / bound_one:.2f}", f"{os.getloadavg()[0]:.1f}"]
+
+
 def throughput_tables(console: Console, ray: bool, envs: tuple[str, ...], sizes: tuple[int, ...],
-                      seconds: float, memory_episodes: int) -> None:
-    """Steps/s on one process, two and two Ray actors; then memory per worker."""
+                      seconds: float, clients: int) -> None:
+    """Steps/s on one process, two and two Ray actors, each driven from `clients` client processes."""
     kinds = ["single", "processes"] + (["ray"] if ray else [])
-    table = Table(title="steps/s through one AsyncEnvClient")
-    for col in ("env", "episodes", "1 process", "2 processes", "x vs 1", *(("2 Ray actors", "x vs 1",
-                "Ray / processes") if ray else ()), "load avg"):
+    table = Table(title=f"steps/s from {clients} client process{'es' if clients > 1 else ''} "
+                        "(one AsyncEnvClient each), "
+                        f"{os.cpu_count()} cores shared by servers and clients")
+    for col in ("env", "episodes", "servers", "client processes", "steps/s", "x vs 1",
+                "servers' CPU (of a core each)", "clients' CPU (of a core, summed)", "steps per server CPU-s",
+                "steps/s, clients elsewhere", "x vs 1", "load avg"):
         table.add_column(col, justify="right")
+    notes: list[str] = []
     with ExitStack() as stack:  # all up at once: each row measures every kind back to back
         urls = {kind: stack.enter_context(served(kind, (ECHO, FLIGHTS))) for kind in kinds}
         for env_id, n in sorted(((e, n) for e in envs for n in sizes), key=lambda r: (r[1], r[0] == ECHO)):
-            rate = {kind: asyncio.run(_steps_per_s(urls[kind], env_id, n, seconds)) for kind in kinds}
-            one, two = rate["single"], rate["processes"]
-            row = [env_id.split("/")[1], str(n), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}"]
-            if ray:
-                row += [f"{rate['ray']:,.0f}", f"{rate['ray'] / one:.2f}", f"{rate['ray'] / two:.2f}"]
-            row.append(f"{os.getloadavg()[0]:.1f}")
-            table.add_row(*row)
-            console.print(" | ".join(row))
+            got = {kind: steps_per_s(urls[kind], env_id, n, seconds, clients) for kind in kinds}
+            for kind in kinds:
+                row = throughput_row(env_id, n, kind, clients, got[kind], got["single"])
+                table.add_row(*row)
+                print(" | ".join(row), flush=True)  # plain: one line a test can read
+            ceilings = {kind: got[kind].ceiling(len(os.sched_getaffinity(0))) for kind in kinds}
+            notes.append(f"{env_id.split('/')[1]} at {n}: " + "; ".join(
+                f"{KIND_NAMES[kind]} {text}, {ceilings[kind][0] / ceilings['single'][0]:.2f}x"
+                for kind, (_, text) in ceilings.items()))
     console.print(table)
-
-    console.print(memory_table(memory_episodes))
+    console.print("CPU a step, servers + clients, and the ceiling it sets on these cores:")
+    for note in notes:
+        print(note, flush=True)
+    console.print("steps/s, clients elsewhere: the servers' steps per second of their own CPU times the "
+                  "server processes (each on a core of its own); x vs 1 there is how the servers scale.")
 
 
 def kill_tables(console: Console, quick: bool, bash: bool) -> int:
@@ -431,15 +497,25 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="Echo-v0 at 16 episodes, short windows")
     parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
     parser.add_argument("--no-ray", dest="ray", action="store_false", help="skip the Ray rows")
+    parser.add_argument("--client-processes", type=int, default=SERVER_PROCESSES, metavar="K",
+                        help="client processes driving each steps/s row (default: as many as the most "
+                             "server processes in a row, the same for every column, so that no server "
+                             "waits on a client loop that another server's steps keep busy)")
     parser.add_argument("--no-bash", dest="bash", action="store_false",
                         help="skip the Bash-v0 kill row (it needs a Docker engine and the sandbox image)")
     parser.add_argument("--kills-only", action="store_true",
                         help="only the rows of a killed holder (replays), not steps/s or memory")
     parser.add_argument("--memory-only", action="store_true", help="only the memory rows (4)")
+    parser.add_argument("--throughput-only", action="store_true", help="only the steps/s rows (1)")
+    parser.add_argument("--env", action="append", choices=("Echo-v0", "Flights-v0"),
+                        help="the env of the steps/s rows (repeat for more; default both, --quick Echo-v0)")
+    parser.add_argument("--episodes", type=int, action="append",
+                        help="live episodes of a steps/s row (repeat for more; default 64 and 512, "
+                             "--quick 16)")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
-    envs = (ECHO,) if args.quick else (ECHO, FLIGHTS)
-    sizes = (16,) if args.quick else (64, 512)
+    envs = tuple(f"agentrl/{e}" for e in args.env) if args.env else (ECHO,) if args.quick else (ECHO, FLIGHTS)
+    sizes = tuple(args.episodes) if args.episodes else (16,) if args.quick else (64, 512)
     console = Console()
     console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
                   f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
@@ -448,7 +524,10 @@ def main() -> int:
         console.print(memory_table(100 if args.quick else 1000))
         return 0
     if not args.kills_only:
-        throughput_tables(console, args.ray, envs, sizes, seconds, 100 if args.quick else 1000)
+        throughput_tables(console, args.ray, envs, sizes, seconds, args.client_processes)
+        if args.throughput_only:
+            return 0
+        console.print(memory_table(100 if args.quick else 1000))
     return kill_tables(console, args.quick, args.bash)
 
 

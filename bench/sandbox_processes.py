@@ -8,17 +8,24 @@ sandboxes on one `agentrl sandbox serve` process (the baseline) and on `agentrl 
 --processes 2`, with the ratio; and the exec latency (median, p99) at 1 sandbox on each, then
 what one exec at 1 sandbox is made of: the agent's own time, the host's round trip to the agent
 (through the container's attach stream), an HTTP round trip to the server alone, and the whole exec. The load
-comes from client processes on the same cores, as rollout workers on the machine would run them
-(one per core, each an asyncio loop over its share of the sandboxes, through `AsyncSandboxClient`
-for the one server and `AsyncSandboxCluster` for the two, which sends each call straight to its
-sandbox's server). Each row records the load average. Loopback only; needs a Docker engine and the
-sandbox image (`bash docker/engine.sh`).
+comes from `--client-processes K` client processes on the same cores, as rollout workers on the
+machine would run them (`bench/client_processes.py`: each an asyncio loop over its share of the
+sandboxes, through `AsyncSandboxClient` for the one server and `AsyncSandboxCluster` for the two,
+which sends each call straight to its sandbox's server; their windows open and close together).
+K is 4 by default, two for each server process of the cluster and the same for both columns: an
+exec costs its client more CPU than its server, so fewer would make the clients the bound. Each
+row records the load average. Loopback only; needs a Docker engine and the sandbox image
+(`bash docker/engine.sh`).
 
-Where the CPU went: every row's window is also accounted by who used the machine's cores (the
-client processes, the sandbox server's processes, the agents in the containers, Docker's engine,
-anything else), in CPU milliseconds per exec, with how busy the cores were. When the cores are
-saturated at one process, a second process has no core to run on, and the table's bound says what
-the same execs would reach with the clients on another machine (the rollout workers' usual place).
+Which side was busy: over each window, each server process's share of a core and the client
+processes' summed (from /proc), and the servers' execs per second of their own CPU, times the
+server processes: what they would serve each on a core of its own, the figure that scales where
+clients and servers share the cores. Where the CPU went: every row's window is also accounted by
+who used the machine's cores (the client processes, the sandbox server's processes, the agents in
+the containers, Docker's engine, anything else), in CPU milliseconds per exec, with how busy the
+cores were. When the cores are saturated at one process, a second process has no core to run on,
+and the table's bound says what the same execs would reach with the clients on another machine
+(the rollout workers' usual place).
 """
 
 from __future__ import annotations
@@ -26,13 +33,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import multiprocessing
 import os
 import platform
 import statistics
 import sys
 import time
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +47,10 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from agentrl.sandbox_server.cluster.discovery import cpu_count
 from agentrl.sandbox_server.cluster.processes import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import client_processes  # bench/client_processes.py: clients in processes of their own, both sides' CPU
 import processes as bench_processes  # bench/processes.py: servers started, awaited and stopped
 from measuring import p99, server_cpu_s  # bench/measuring.py: a p99 as the benches take it, a process's CPU
 
@@ -66,16 +73,15 @@ def served(processes: int, max_sandboxes: int):
         yield url, proc.pid
 
 
-async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any,
-                 go: Any) -> dict[str, Any]:
+async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float,
+                 gate: client_processes.Gate) -> dict[str, Any]:
     """One client process: `sandboxes` sandboxes, each execing back to back for `seconds`."""
     from agentrl.sandbox_server import AsyncSandboxClient, AsyncSandboxCluster
 
     client: Any = AsyncSandboxCluster(url) if cluster else AsyncSandboxClient(url)
     made = await asyncio.gather(*(client.create() for _ in range(sandboxes)))
     await asyncio.gather(*(s.exec("true") for s in made))  # each shell started before the window
-    ready.wait()
-    go.wait()
+    gate.opened()
     latencies: list[float] = []
     stop_at = time.perf_counter() + seconds
 
@@ -86,12 +92,13 @@ async def _drive(url: str, cluster: bool, sandboxes: int, seconds: float, ready:
             latencies.append(time.perf_counter() - began)
             assert result.stdout == "hi\n", result
 
-    began, cpu_began = time.perf_counter(), time.process_time()
+    began = time.perf_counter()
     await asyncio.gather(*(loop(s) for s in made))
-    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    elapsed = time.perf_counter() - began
+    gate.closed()
     await asyncio.gather(*(s.aclose() for s in made))
     await client.aclose()
-    return {"execs": len(latencies), "elapsed": elapsed, "latencies": latencies, "cpu_s": cpu}
+    return {"execs": len(latencies), "elapsed": elapsed, "latencies": latencies}
 
 
 ENGINE = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc", "docker-init")
@@ -130,36 +137,38 @@ def _cpu_by_part(server_pid: int) -> dict[str, float]:
     return parts
 
 
-def _client(url: str, cluster: bool, sandboxes: int, seconds: float, ready: Any, go: Any, out: Any) -> None:
-    out.put(asyncio.run(_drive(url, cluster, sandboxes, seconds, ready, go)))
+@dataclass(frozen=True)
+class Execs:
+    """Execs/s of a window driven from client processes, every exec's latency (s), the window's CPU
+    per exec (ms) by part with the cores' busy share, and the window itself (each server and client
+    process's CPU)."""
+
+    execs_s: float
+    latencies: list[float]
+    cpu: dict[str, float]
+    window: client_processes.Window
+
+    @property
+    def per_server_cpu_s(self) -> float:
+        """Execs per second of the servers' own CPU (their processes and children): what scales with
+        server processes on cores of their own."""
+        return 1e3 / max(self.cpu["servers"], 1e-9)
 
 
-def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float,
-                server_pid: int) -> tuple[float, list[float], dict[str, float]]:
-    """Execs/s of `sandboxes` sandboxes driven by up to one client process per core, the
-    latencies (s) of every exec, and the window's CPU per exec (ms) by part, with the cores' busy
-    share."""
-    ctx = multiprocessing.get_context("spawn")
-    clients = max(1, min(sandboxes, cpu_count()))
-    shares = [sandboxes // clients + (i < sandboxes % clients) for i in range(clients)]
-    ready, go, out = ctx.Barrier(clients + 1), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_client, args=(url, cluster, n, seconds, ready, go, out)) for n in shares]
-    for p in procs:
-        p.start()
-    ready.wait(timeout=START_TIMEOUT_S)  # every sandbox made and its shell started
-    before, began = _cpu_by_part(server_pid), time.perf_counter()
-    go.set()
-    got = [out.get(timeout=START_TIMEOUT_S + seconds) for _ in procs]
-    after, wall = _cpu_by_part(server_pid), time.perf_counter() - began
-    for p in procs:
-        p.join(timeout=60)
-    rate = sum(g["execs"] / g["elapsed"] for g in got)
-    execs = sum(g["execs"] for g in got)
-    cpu = {part: (after[part] - before[part]) * 1e3 / execs for part in after}
-    cpu["clients"] = sum(g["cpu_s"] for g in got) * 1e3 / execs
+def execs_per_s(url: str, cluster: bool, sandboxes: int, seconds: float, server_pid: int,
+                clients: int) -> Execs:
+    """Execs/s of `sandboxes` sandboxes split over `clients` client processes (none without a sandbox)."""
+    holders = psutil.Process(server_pid).children() if cluster else ()
+    server_pids = [p.pid for p in holders] or [server_pid]
+    shares = [(url, cluster, n, seconds) for _first, n in client_processes.split(sandboxes, clients)]
+    window = client_processes.run(_drive, shares, server_pids, lambda: _cpu_by_part(server_pid))
+    execs = sum(r["execs"] for r in window.results)
+    cpu = {part: spent * 1e3 / execs for part, spent in window.read.items()}
+    cpu["clients"] = sum(window.client_cpu_s) * 1e3 / execs
     cpu["other"] = cpu.pop("machine") - sum(cpu.values())
-    cpu["busy"] = (after["machine"] - before["machine"]) / (wall * psutil.cpu_count())
-    return rate, [x for g in got for x in g["latencies"]], cpu
+    cpu["busy"] = window.read["machine"] / (window.wall_s * psutil.cpu_count())
+    return Execs(sum(r["execs"] / r["elapsed"] for r in window.results),
+                 [x for r in window.results for x in r["latencies"]], cpu, window)
 
 
 AGENT, DIRECT, HTTP, SERVED = ("the agent's own time (its duration_ms)",
@@ -226,49 +235,75 @@ def exec_parts_table(url: str, server_pid: int, quick: bool) -> Table:
     return table
 
 
+SERVER_PROCESSES = 2  # the cluster of each row's second column (`--processes 2`)
+CLIENTS_PER_SERVER = 2  # an exec costs its client more CPU than its server (about 1 ms against 0.6)
+
+
+def throughput_tables(sizes: tuple[int, ...], seconds: float, clients: int, quick: bool) -> list[Table]:
+    """Execs/s on one process and on two at each size, both driven from `clients` client processes:
+    the figures, which side was busy, and where the CPU went; then what one exec is made of."""
+    note = " (--quick)" if quick else ""
+    cores = psutil.cpu_count()
+    table = Table(title=f"sandbox execs/s (echo in the session shell) from {clients} client processes; "
+                        f"latencies: 1 process / {SERVER_PROCESSES} processes{note}")
+    for col in ("sandboxes", "1 process", f"{SERVER_PROCESSES} processes", "x vs 1", "p50 ms", "p99 ms",
+                "load avg"):
+        table.add_column(col, justify="right")
+    busy = Table(title=f"which side was busy, {cores} cores shared by servers and clients{note}")
+    for col in ("sandboxes", "processes", "client processes", "execs/s", "servers' CPU (of a core each)",
+                "clients' CPU (of a core, summed)", "execs per server CPU-s", "execs/s, a core per server",
+                "x vs 1"):
+        busy.add_column(col, justify="right")
+    where = Table(title=f"where the CPU went: ms of CPU per exec, {cores} cores{note}")
+    for col in ("sandboxes", "processes", "cores busy", "clients", "servers", "agents", "engine", "other",
+                "bound, clients elsewhere"):
+        where.add_column(col, justify="right")
+    with ExitStack() as stack:  # both up at once: each row measures one then the other, back to back
+        (url_one, pid_one), (url_two, pid_two) = (stack.enter_context(served(n, max(sizes) + 8))
+                                                  for n in (1, SERVER_PROCESSES))
+        for size in sizes:
+            one = execs_per_s(url_one, False, size, seconds, pid_one, clients)
+            two = execs_per_s(url_two, True, size, seconds, pid_two, clients)
+            row = [str(size), f"{one.execs_s:,.0f}", f"{two.execs_s:,.0f}",
+                   f"{two.execs_s / one.execs_s:.2f}",
+                   " / ".join(f"{statistics.median(e.latencies) * 1e3:.2f}" for e in (one, two)),
+                   " / ".join(f"{p99(e.latencies) * 1e3:.2f}" for e in (one, two)),
+                   f"{os.getloadavg()[0]:.1f}"]
+            table.add_row(*row)
+            print(" | ".join(row), flush=True)  # plain: one line whatever the terminal's width
+            for n, got in ((1, one), (SERVER_PROCESSES, two)):
+                alone = len(got.window.server_cpu_s) * got.per_server_cpu_s  # each server process a core
+                cells = [str(size), str(n), str(len(got.window.results)), f"{got.execs_s:,.0f}",
+                         *got.window.busy_cells(), f"{got.per_server_cpu_s:,.0f}", f"{alone:,.0f}",
+                         f"{alone / one.per_server_cpu_s:.2f}"]
+                busy.add_row(*cells)
+                print(" | ".join(cells), flush=True)
+                cpu = got.cpu  # the execs/s the same cores would give with the clients' CPU off the machine
+                bound = cores * 1e3 / max(cpu["servers"] + cpu["agents"] + cpu["engine"] + cpu["other"], 1e-9)
+                cells = [str(size), str(n), f"{cpu['busy']:.0%}",
+                         *(f"{cpu[k]:.2f}" for k in ("clients", "servers", "agents", "engine", "other")),
+                         f"{bound:,.0f}/s"]
+                where.add_row(*cells)
+                print(" | ".join(cells), flush=True)
+        return [table, busy, where, exec_parts_table(url_one, pid_one, quick)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 and 8 sandboxes, short windows")
     parser.add_argument("--seconds", type=float, default=None, help="measuring window per row")
+    parser.add_argument("--client-processes", type=int, default=CLIENTS_PER_SERVER * SERVER_PROCESSES,
+                        metavar="K", help="client processes driving each row (default: two for each server "
+                                          "process of the cluster, the same for both columns: a client "
+                                          "spends more CPU on an exec than its server does)")
     args = parser.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 8.0)
     sizes = (1, 8) if args.quick else (1, 8, 32)
     console = Console(width=140)
     console.print(f"machine: {platform.machine()}, {os.cpu_count()} cores, "
                   f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.1f}")
-    table = Table(title="sandbox execs/s (echo in the session shell); latencies: 1 process / 2 processes"
-                  + (" (--quick)" if args.quick else ""))
-    for col in ("sandboxes", "1 process", "2 processes", "x vs 1", "p50 ms", "p99 ms", "load avg"):
-        table.add_column(col, justify="right")
-    cores = psutil.cpu_count()
-    where = Table(title=f"where the CPU went: ms of CPU per exec, {cores} cores"
-                  + (" (--quick)" if args.quick else ""))
-    for col in ("sandboxes", "processes", "cores busy", "clients", "servers", "agents", "engine", "other",
-                "bound, clients elsewhere"):
-        where.add_column(col, justify="right")
-    with ExitStack() as stack:  # both up at once: each row measures one then the other, back to back
-        (url_one, pid_one), (url_two, pid_two) = (stack.enter_context(served(n, max(sizes) + 8))
-                                                  for n in (1, 2))
-        for size in sizes:
-            one, lat_one, cpu_one = execs_per_s(url_one, False, size, seconds, pid_one)
-            two, lat_two, cpu_two = execs_per_s(url_two, True, size, seconds, pid_two)
-            row = [str(size), f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}",
-                   f"{statistics.median(lat_one) * 1e3:.2f} / {statistics.median(lat_two) * 1e3:.2f}",
-                   f"{p99(lat_one) * 1e3:.2f} / {p99(lat_two) * 1e3:.2f}", f"{os.getloadavg()[0]:.1f}"]
-            table.add_row(*row)
-            console.print(" | ".join(row))
-            for n, cpu in ((1, cpu_one), (2, cpu_two)):
-                # the execs/s the same cores would give with the clients' CPU moved off the machine
-                bound = cores * 1e3 / max(cpu["servers"] + cpu["agents"] + cpu["engine"] + cpu["other"], 1e-9)
-                cells = [str(size), str(n), f"{cpu['busy']:.0%}",
-                         *(f"{cpu[k]:.2f}" for k in ("clients", "servers", "agents", "engine", "other")),
-                         f"{bound:,.0f}/s"]
-                where.add_row(*cells)
-                console.print(" | ".join(cells))
-        parts = exec_parts_table(url_one, pid_one, args.quick)
-    console.print(table)
-    console.print(where)
-    console.print(parts)
+    for table in throughput_tables(sizes, seconds, args.client_processes, args.quick):
+        console.print(table)
     return 0
 
 

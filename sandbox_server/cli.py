@@ -2,6 +2,7 @@
 
     agentrl sandbox serve                          # one process at http://127.0.0.1:8090
     agentrl sandbox serve --processes auto         # one per core; clients use http://127.0.0.1:8090/v1/cluster
+    agentrl sandbox cluster roll --within 60       # restart each of those servers in turn, sandboxes in use
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+from agentrl.serving.commands import add_commands
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
@@ -76,6 +79,17 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "the base of its servers' names (default: sbx-<port>)",
     )
     serve.set_defaults(handler=serve_main)
+    cluster = commands.add_parser(
+        "cluster", help="show, scale up, drain or restart (roll) the servers of `serve --processes`"
+    )
+    add_commands(
+        cluster.add_subparsers(dest="cluster_command", required=True),
+        held="sandboxes",
+        load_field="live_sandboxes",
+        default_url="http://127.0.0.1:8090",
+        token_env_var="AGENTRL_SANDBOX_TOKEN",
+        prog="agentrl sandbox cluster",
+    )
 
 
 def process_count(value: str) -> int:
@@ -110,7 +124,8 @@ def serve_processes(args: argparse.Namespace) -> int:
     import functools
 
     from agentrl.sandbox_server.cluster.discovery import check_holder_name
-    from agentrl.sandbox_server.cluster.processes import run_processes
+    from agentrl.sandbox_server.cluster.processes import processes_app
+    from agentrl.serving.runner import run_server
 
     try:
         count = process_count(args.processes)
@@ -130,8 +145,9 @@ def serve_processes(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     tokens = set(tenants) | ({args.token} if args.token else set())
-    run_processes(functools.partial(child_args, args), host=args.host, port=args.port, count=count,
-                  base_name=base, token=args.token, tokens=tokens, log_level=args.log_level)
+    app = processes_app(functools.partial(child_args, args), host=args.host, count=count, base_name=base,
+                        token=args.token, tokens=tokens)
+    run_server(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
@@ -156,12 +172,10 @@ def parse_tenants(items: list[str]) -> tuple[dict[str, str], dict[str, int]]:
 
 
 def serve_main(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from agentrl.cluster.serving import uvicorn_config
     from agentrl.sandbox_server.api.app import create_app
     from agentrl.sandbox_server.cluster.discovery import check_holder_name
     from agentrl.sandbox_server.wire.errors import DockerUnavailable
+    from agentrl.serving.runner import run_server
 
     if args.processes is not None:
         return serve_processes(args)
@@ -206,8 +220,7 @@ def serve_main(args: argparse.Namespace) -> int:
         max_pending=args.max_pending,
     )
     try:
-        uvicorn.Server(uvicorn_config(app, host=args.host, port=args.port, log_level=args.log_level,
-                                      access_log=True)).run()
+        run_server(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True)
     finally:
         backend.close()
     return 0

@@ -5,14 +5,18 @@ stop growing with sandboxes long before Docker does. Here each child runs the un
 `agentrl sandbox serve` on its own loopback port under its own holder name (`<name>-p<i>`), with a
 Docker backend, warm pool and sandboxes of its own; sandbox ids carry the holder's name. The parent
 serves the address a user is given: `GET /v1/cluster` (the holders, their URLs, states and open
-sandboxes, read from each one's `/health` by the health watcher of `agentrl.cluster.holders`) and
-`/health`; every other path answers 421 naming the map, since the sandbox traffic goes to the holders directly
-(`agentrl.sandbox_server.clients.cluster.SandboxCluster` does that for a client).
+sandboxes, read from each one's `/health` by the health watcher of `agentrl.serving.holders`),
+`POST /v1/cluster/holders` (scale up), `POST /v1/cluster/holders/{name}/drain` (a server takes no
+new sandboxes and stops once it holds none, or past a bound, when its clients replay what it held)
+and `/health`; every other path answers 421 naming the map, since the sandbox traffic goes to the
+holders directly (`agentrl.sandbox_server.clients.cluster.SandboxCluster` does that for a client).
+Scale-up and drain are what `agentrl sandbox cluster roll` restarts every server with, one at a
+time (`agentrl.serving.roll`, the env servers' roll too).
 
 Why not uvicorn's `--workers`: its workers share one socket and the kernel hands each connection
 to any of them, while a sandbox lives in the one process that made it; calls must reach their
-holder, which only the client can do by the id. The supervision is the cluster kit's
-(`agentrl.cluster.supervisor`, shared with `agentrl serve --processes`), which knows no env.
+holder, which only the client can do by the id. The supervision is the serving kit's
+(`agentrl.serving.supervisor`, shared with `agentrl serve --processes`), which knows no env.
 
 A child that exits is reported and started again on its port under its name (at most
 `MAX_RESTARTS` times), without the sandboxes it held: a client replays them (`clients/cluster.py`). The
@@ -30,20 +34,19 @@ from collections.abc import Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentrl.cluster.children import free_port
-from agentrl.cluster.holders import PoolSettings, lifespan
-from agentrl.cluster.serving import uvicorn_config
-from agentrl.cluster.supervisor import MAX_RESTARTS, ProcessHolders
 from agentrl.sandbox_server.cluster.discovery import CLUSTER_PATH, SandboxClusterMap, SandboxHolderInfo
+from agentrl.serving.children import free_port
+from agentrl.serving.holders import AddHolders, DrainHolder, PoolError, PoolSettings, lifespan
+from agentrl.serving.supervisor import MAX_RESTARTS, ProcessHolders
 
 log = logging.getLogger("agentrl.sandbox")
 STOP_TIMEOUT_S = 30.0
 TOKEN_ENV_VAR = "AGENTRL_SANDBOX_TOKEN"
-__all__ = ["MAX_RESTARTS", "SandboxProcesses", "free_port", "front_app", "run_processes"]
+__all__ = ["MAX_RESTARTS", "SandboxProcesses", "free_port", "front_app", "processes_app"]
 
 
 class SandboxProcesses(ProcessHolders[SandboxHolderInfo]):
-    """`count` child sandbox servers of this process (the cluster kit's `ProcessHolders`);
+    """`count` child sandbox servers of this process (the serving kit's `ProcessHolders`);
     `serve_args(name, port)` is one child's command line after `agentrl sandbox serve`, and `token`
     its `--token` (given by environment, not argv)."""
 
@@ -64,21 +67,20 @@ class SandboxProcesses(ProcessHolders[SandboxHolderInfo]):
         return SandboxClusterMap(holders=self.infos())
 
 
-def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
-    """The address of a cluster of sandbox servers: `GET /v1/cluster` and `/health`.
+def front_app(pool: SandboxProcesses, tokens: set[str], token: str | None = None) -> FastAPI:
+    """The address of a cluster of sandbox servers: `GET /v1/cluster`, scale-up, drain and `/health`.
 
-    With `tokens` (the server's token and tenants' tokens), the map is read with any one of them.
+    With `tokens` (the server's token and tenants' tokens), the map is read with any one of them;
+    holders are added and drained with the server's own `token` alone (a tenant shares the servers,
+    it does not run them), and by no one where tenants' tokens are given without it.
     """
 
     app = FastAPI(title="agentrl sandbox cluster", lifespan=lifespan(pool, pool.count),
                   description="Where the sandbox servers of this address are; sandboxes go to them directly.")
 
-    def allowed(request: Request) -> bool:
-        if not tokens:
-            return True
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        given = value.strip().encode() if scheme.lower() == "bearer" else b""
-        return any(hmac.compare_digest(given, t.encode()) for t in tokens)
+    @app.exception_handler(PoolError)
+    async def pool_error(request: Request, exc: PoolError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message, "kind": exc.code}, exc.status)
 
     @app.get("/health")
     async def health() -> dict[str, object]:
@@ -86,10 +88,23 @@ def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
 
     @app.get(CLUSTER_PATH, response_model=SandboxClusterMap)
     async def cluster(request: Request) -> Response:
-        if not allowed(request):
-            return JSONResponse({"detail": "missing or wrong token", "kind": "unauthorized"}, 401,
-                                headers={"WWW-Authenticate": "Bearer"})
+        if not _bearer_in(request, tokens):
+            return _unauthorized()
         return Response(pool.snapshot().model_dump_json(), media_type="application/json")
+
+    @app.post(f"{CLUSTER_PATH}/holders", response_model=SandboxClusterMap, status_code=201)
+    async def add(request: Request, req: AddHolders) -> Response:
+        if not _bearer_in(request, tokens, {token} if token else set()):
+            return _unauthorized()
+        made = SandboxClusterMap(holders=await pool.add(req.n))
+        return Response(made.model_dump_json(), status_code=201, media_type="application/json")
+
+    @app.post(f"{CLUSTER_PATH}/holders/{{holder}}/drain", response_model=SandboxHolderInfo)
+    async def drain(request: Request, holder: str, req: DrainHolder | None = None) -> Response:
+        if not _bearer_in(request, tokens, {token} if token else set()):
+            return _unauthorized()
+        drained = await pool.drain(holder, None if req is None else req.within_s)
+        return Response(drained.model_dump_json(), media_type="application/json")
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE"], include_in_schema=False)
     async def elsewhere(path: str) -> JSONResponse:
@@ -101,11 +116,25 @@ def front_app(pool: SandboxProcesses, tokens: set[str]) -> FastAPI:
     return app
 
 
-def run_processes(serve_args: Callable[[str, int], list[str]], *, host: str, port: int, count: int,
-                  base_name: str, token: str | None, tokens: set[str], log_level: str = "warning") -> None:
-    """Serve the address in the foreground with `count` sandbox servers until SIGINT/SIGTERM;
-    `token` is the servers' `--token`, `tokens` every token that may read the map."""
-    import uvicorn
+def _bearer_in(request: Request, guarded: set[str], accepted: set[str] | None = None) -> bool:
+    """Whether `request` may pass where `guarded` are the tokens that guard the address (none: it is
+    open): its bearer token is one of `accepted` (default: `guarded`)."""
+    if not guarded:
+        return True
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    given = value.strip().encode() if scheme.lower() == "bearer" else b""
+    return any(hmac.compare_digest(given, t.encode()) for t in (guarded if accepted is None else accepted))
 
+
+def _unauthorized() -> JSONResponse:
+    return JSONResponse({"detail": "missing or wrong token", "kind": "unauthorized"}, 401,
+                        headers={"WWW-Authenticate": "Bearer"})
+
+
+def processes_app(serve_args: Callable[[str, int], list[str]], *, host: str, count: int, base_name: str,
+                  token: str | None, tokens: set[str]) -> FastAPI:
+    """The address of `count` sandbox servers, children of this process started when it starts serving
+    (`agentrl.serving.runner.run_server` serves it in the foreground); `token` is the servers'
+    `--token`, `tokens` every token that may read the map."""
     pool = SandboxProcesses(serve_args, host=host, count=count, base_name=base_name, token=token)
-    uvicorn.Server(uvicorn_config(front_app(pool, tokens), host=host, port=port, log_level=log_level)).run()
+    return front_app(pool, tokens, token)

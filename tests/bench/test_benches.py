@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # benches whose quick mode a test of their own runs and checks further
 RUN_ELSEWHERE = {"trainer.py"}  # tests/bench/test_trainer_bench.py
 # modules the benches import, not benches themselves
-HELPERS = {"chaos_sandboxes.py", "measuring.py", "preauth.py", "processes.py", "recipes.py", "serving.py",
-           "trainer_work.py"}
+HELPERS = {"chaos_sandboxes.py", "client_processes.py", "measuring.py", "preauth.py", "processes.py",
+           "recipes.py", "serving.py", "trainer_work.py"}
 BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*.py") if p.name not in RUN_ELSEWHERE | HELPERS)
 NEEDS_DOCKER = {"sandbox.py", "code_envs.py", "sandbox_processes.py", "cluster.py"}
 
@@ -54,10 +54,27 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
     if bench == "cluster.py":
         check_bash_kill_row(done.stdout)
         check_memory_rows(done.stdout)
+        check_busy_rows(done.stdout, ("Echo-v0 | 16 | 1 process | ", "Echo-v0 | 16 | 2 processes | "), 4, 6)
+    if bench == "sandbox_processes.py":
+        for size in ("1", "8"):
+            check_busy_rows(done.stdout, (f"{size} | 1 | ", f"{size} | 2 | "), 3, 4)
     if bench == "chaos.py" and docker_running():
         check_chaos_docker_parts(done.stdout)
     if bench == "capacity.py":
         check_capacity_rows(done.stdout)
+
+
+def check_busy_rows(stdout: str, starts: tuple[str, str], rate_col: int, servers_col: int) -> None:
+    """bench/cluster.py's steps/s rows and bench/sandbox_processes.py's "which side was busy" rows: a
+    row for one server process and one for two (`starts`), each with a figure, each server process's
+    share of a core (one share, then two, from /proc) and the client processes' share beside it."""
+    for start, holders in zip(starts, (1, 2), strict=True):
+        rows = [line.split(" | ") for line in stdout.splitlines() if line.startswith(start)]
+        rows = [r for r in rows if len(r) > servers_col + 1 and r[servers_col].endswith("%")]
+        assert len(rows) == 1, (start, stdout[-3000:])
+        shares, clients = rows[0][servers_col].split(" + "), rows[0][servers_col + 1]
+        assert len(shares) == holders and clients.endswith("%") and clients != "0%", rows[0]
+        assert float(rows[0][rate_col].replace(",", "")) > 0, rows[0]
 
 
 def check_memory_rows(stdout: str) -> None:

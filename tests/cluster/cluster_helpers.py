@@ -181,6 +181,25 @@ def need_ray() -> None:
         unavailable("ray is not installed (pip install agentrl-gym[cluster])")
 
 
+def check_rolled(served: ServedHolders, before: set[str], code: int, out: str, load_field: str) -> None:
+    """The end of a roll of the holders `before`: it exited 0 having said each drain (with the
+    holder's load under `load_field`), each of them is `down` holding nothing, as many new ones `up`."""
+    assert code == 0, out
+    said = load_field.replace("_", " ") + " at the drain"
+    assert sum(said in line for line in out.splitlines()) == len(before), out
+    holders = served.holders()
+    states = {h["holder"]: h["state"] for h in holders}
+    assert {states[name] for name in before} == {"down"}, states
+    assert all(h[load_field] == 0 for h in holders if h["holder"] in before), holders
+    assert sorted(s for n, s in states.items() if n not in before) == ["up"] * len(before), states
+
+
+def latencies(ms: list[float]) -> str:
+    """The median and p99 of latencies in milliseconds, as a test prints them."""
+    ms = sorted(ms)
+    return f"p50 {ms[len(ms) // 2]:.1f} ms, p99 {ms[int(0.99 * (len(ms) - 1))]:.1f} ms"
+
+
 def need_docker() -> None:
     """Skip where no Docker engine or sandbox image is at hand; fail under CI."""
     from agentrl.sandbox_server import DockerBackend, DockerUnavailable
@@ -196,7 +215,8 @@ class ServedSandboxes(ServedHolders):
 
     name = "the sandbox servers"
 
-    def __init__(self, processes: int = 2, pool_size: int = 1, token: str | None = None) -> None:
+    def __init__(self, processes: int = 2, pool_size: int = 1, token: str | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.discovery = f"{self.url}/v1/cluster"
@@ -204,7 +224,8 @@ class ServedSandboxes(ServedHolders):
         env = {k: v for k, v in os.environ.items() if k != "AGENTRL_SANDBOX_TOKEN"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentrl", "sandbox", "serve", "--processes", str(processes),
-             "--port", str(self.port), "--pool-size", str(pool_size), *(["--token", token] if token else [])],
+             "--port", str(self.port), "--pool-size", str(pool_size), *(["--token", token] if token else []),
+             *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
     def wait_up(self, count: int, timeout_s: float = START_TIMEOUT_S) -> list[dict[str, Any]]:

@@ -14,32 +14,17 @@ run by something else (a Kubernetes StatefulSet's pods, each `agentrl serve --ho
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from typing import Any
 
 from agentrl.server.config import OPERATOR_TOKEN_ENV_VAR, TOKEN_ENV_VAR
+from agentrl.serving.commands import add_commands
 
 
 def add_cli(subparsers: Any) -> None:
     p = subparsers.add_parser("cluster", help="show, scale up or drain a running agentrl cluster")
     actions = p.add_subparsers(dest="cluster_command", required=True)
-    for name, text in (("show", "list the holders, their URLs, states and live episodes"),
-                       ("add", "start new holders, which take new episodes"),
-                       ("drain", "a holder takes no new episodes and stops once its live ones are done"),
-                       ("roll", "restart every holder, one at a time: a new one added, the old one drained")):
-        q = actions.add_parser(name, help=text)
-        q.add_argument("--url", default="http://127.0.0.1:8000", help="the cluster's address")
-        q.add_argument("--token", help=f"bearer token (default: ${TOKEN_ENV_VAR})")
-        if name == "add":
-            q.add_argument("-n", type=int, default=1, help="how many holders to add")
-        if name == "drain":
-            q.add_argument("holder", help="the holder's name, as `show` lists it")
-        if name in ("drain", "roll"):
-            q.add_argument("--within", type=float, default=None if name == "drain" else 60.0, metavar="S",
-                           help="stop a drained holder after S seconds even if it holds episodes: their "
-                           "clients replay them elsewhere" + ("" if name == "drain" else " (default: 60)"))
-        q.set_defaults(handler=run)
+    add_commands(actions, held="episodes", load_field="live_episodes", default_url="http://127.0.0.1:8000",
+                 token_env_var=TOKEN_ENV_VAR, prog="agentrl cluster")
     q = actions.add_parser("serve", help="serve GET /v1/cluster for servers run by something else")
     q.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback requires a token)")
     q.add_argument("--port", type=int, default=8000)
@@ -60,11 +45,9 @@ def _holder(text: str) -> tuple[str, str]:
 
 
 def serve_static(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from agentrl.cluster.serving import uvicorn_config
     from agentrl.server.cluster.pool import StaticPool, cluster_app
     from agentrl.server.config import ServerConfig
+    from agentrl.serving.runner import run_server
 
     config = ServerConfig(host=args.host, port=args.port, token=args.token,
                           operator_token=args.operator_token)
@@ -77,39 +60,5 @@ def serve_static(args: argparse.Namespace) -> int:
     app = cluster_app(StaticPool(dict(args.holder), token), len(args.holder), token,
                       config.resolved_operator_token())
     print(f"agentrl cluster of {len(args.holder)} servers at http://{args.host}:{args.port}", flush=True)
-    uvicorn.Server(uvicorn_config(app, host=args.host, port=args.port, log_level=args.log_level)).run()
-    return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    import httpx
-
-    from agentrl.protocol import CLUSTER_PATH
-
-    token = args.token or os.environ.get(TOKEN_ENV_VAR)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    base = args.url.rstrip("/")
-    with httpx.Client(headers=headers, timeout=120.0) as http:
-        if args.cluster_command == "roll":
-            return roll_all(http, base, args.within)
-        if args.cluster_command == "show":
-            r = http.get(base + CLUSTER_PATH)
-        elif args.cluster_command == "add":
-            r = http.post(f"{base}{CLUSTER_PATH}/holders", json={"n": args.n})
-        else:
-            body = None if args.within is None else {"within_s": args.within}
-            r = http.post(f"{base}{CLUSTER_PATH}/holders/{args.holder}/drain", json=body)
-    print(json.dumps(r.json(), indent=2))
-    return 0 if r.is_success else 1
-
-
-def roll_all(http: Any, base: str, within_s: float) -> int:
-    from agentrl.server.cluster.roll import RollError, roll
-
-    try:
-        holders = roll(http, base, within_s, say=lambda line: print(line, flush=True))
-    except RollError as exc:
-        print(f"agentrl cluster roll: {exc}")
-        return 1
-    print(json.dumps({"holders": holders}, indent=2))
+    run_server(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
