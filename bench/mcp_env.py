@@ -143,7 +143,7 @@ def measure(isolation: str, calls: int, times: int, baseline_ms: float) -> None:
     rest = (
         "the hand-over to the client's event loop thread and back, which a busy machine stretches"
         if isolation == "process"
-        else "the sandbox exec that relays each call to the bridge in the container"
+        else "the relay of each call to the bridge in the container: a round trip to the sandbox's agent"
     )
     print(
         f"{isolation}: step median {ms(wall):.3f} ms; overhead over the bare call {overhead:.3f} ms "

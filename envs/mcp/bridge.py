@@ -2,10 +2,9 @@
 `ClientSession` to the episode's stdio server and answers the env's requests on the container's own
 loopback (which nothing outside the container reaches; the sandbox has no network).
 
-The env reaches it through the sandbox's exec, as Code-v0 reaches its interpreter
-(`agentrl.code_envs.repl`): each request is an exec of `RELAY` in the sandbox's session shell (no
-process to start: half the cost of a one-shot exec), bash's `/dev/tcp` and `cat`,
-whose stdin is one JSON line and whose stdout is the bridge's one-line answer. The bridge renders
+The env reaches it through the sandbox's relay (`Sandbox.relay`): the sandbox's own agent connects to
+`PORT`, sends one JSON line and reads the bridge's one-line answer until the bridge closes the
+connection; no command runs, so a request costs a round trip to the agent. The bridge renders
 results there (`agentrl.mcp.rendering`, whose source travels with this one's), so a huge answer is
 clipped before it leaves the container. It is started by an exec that keeps it alive, with its code
 on the command line (no file for the agent to edit), and it runs under the container's own Python and
@@ -24,6 +23,7 @@ import asyncio
 import inspect
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,7 @@ PORT = 47231
 HOME = "/tmp/.agentrl-mcp"
 READY = f"{HOME}/ready"
 STDERR = f"{HOME}/server.stderr"
-NOT_RUNNING = 75  # the relay's exit status when no bridge answers
-# one request in, one answer out: the answer ends when the bridge closes the connection
-RELAY = f"exec 3<>/dev/tcp/127.0.0.1/{PORT} || exit {NOT_RUNNING}; cat >&3; cat <&3"
+MAX_REQUEST = 1 << 24  # a longer request line is dropped unanswered
 
 
 RENDERING_IMPORT = "from agentrl.mcp.rendering import junk_line, render_result"
@@ -130,17 +128,41 @@ async def _serve(port: int, ready: str, argv: list[str]) -> None:
         await session.initialize()
         junk[:] = [0, []]  # a banner before the handshake is nothing an episode did
 
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            request = json.loads(await reader.readuntil(b"\n"))
-            writer.write(json.dumps(await answer(session, request)).encode() + b"\n")
-            await writer.drain()
-            writer.close()
+        loop = asyncio.get_running_loop()
+        handling: set[asyncio.Task[None]] = set()
 
-        server = await asyncio.start_server(handle, "127.0.0.1", port, limit=1 << 24)
-        open(ready, "x").close()
-        async with server:
+        async def handle(conn: socket.socket) -> None:
+            """The connection's first line is a request, answered with one line; then it is closed.
+            The event loop's socket calls, not streams: fewer turns of the loop per request."""
+            with conn:
+                request = bytearray()
+                while True:
+                    chunk = await loop.sock_recv(conn, 1 << 16)
+                    request += chunk
+                    if not chunk or len(request) > MAX_REQUEST:
+                        return
+                    if b"\n" in chunk:
+                        break
+                reply = await answer(session, json.loads(request.partition(b"\n")[0]))
+                await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
+
+        async def accept(listener: socket.socket) -> None:
+            while True:
+                conn, _ = await loop.sock_accept(listener)
+                task = loop.create_task(handle(conn))
+                handling.add(task)  # held until it is done: the loop keeps only weak references
+                task.add_done_callback(handling.discard)
+
+        with socket.socket() as listener:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", port))
+            listener.listen(64)
+            listener.setblocking(False)
+            open(ready, "x").close()
+            accepting = loop.create_task(accept(listener))
             await done.wait()
             await asyncio.sleep(0.2)  # the failure's answer leaves first
+            accepting.cancel()
 
 
 if __name__ == "__main__":

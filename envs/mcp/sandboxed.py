@@ -4,8 +4,10 @@ off, CPU, memory and process limits on), in the container's fresh workspace.
 The task's files are uploaded with the container's creation and its setup script runs there as a
 one-shot command; then an exec that keeps its process alive starts the bridge
 (`agentrl.mcp.bridge`), which starts the server over stdio and runs the MCP handshake. Every call
-afterwards is one exec of the bridge's relay. "{workspace}" is the container's working directory,
-the same path in every episode.
+afterwards is one relay of the sandbox (`Sandbox.relay`): the sandbox's agent sends the request to the
+bridge's port on the container's loopback and reads its answer, with no command run, so a call costs
+a round trip to the agent. "{workspace}" is the container's working directory, the same path in
+every episode.
 
 The backend (the in-process Docker backend, or the HTTP client of a sandbox server or cluster) is the
 process's one (`agentrl.sandbox_server.shared_backend`), shared with every other env, Bash-v0's
@@ -44,14 +46,13 @@ class SandboxedServer:
     junk: tuple[int, list[str]] = (0, [])
 
     def request(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """One request to the bridge, through one exec of its relay."""
+        """One request to the bridge, through one relay of the sandbox to its port."""
         from agentrl.sandbox_server import SandboxError
 
         try:
-            out = self.sandbox.exec(
-                bridge.RELAY,
-                stdin=json.dumps(request) + "\n",
-                mode="session",
+            out = self.sandbox.relay(
+                bridge.PORT,
+                json.dumps(request) + "\n",
                 timeout_s=timeout_s + RELAY_MARGIN_S,
                 max_output_bytes=OUTPUT_BYTES,
             )
@@ -59,15 +60,15 @@ class SandboxedServer:
             raise ServerFailure(
                 "crashed", f"the sandbox failed: {type(exc).__name__}: {str(exc)[:300]}"
             ) from None
-        if out.exit_code == bridge.NOT_RUNNING or out.status != "ok" or not out.stdout.strip():
-            raise ServerFailure(
-                "crashed",
-                f"the bridge to the server did not answer ({out.status}, exit "
-                f"{out.exit_code}): {out.stderr[-300:]}",
-            )
         if out.truncated:
             raise ServerFailure("protocol", "the answer was larger than a relay carries")
-        answer = json.loads(out.stdout)
+        if out.status != "ok" or not out.data.endswith("\n"):
+            raise ServerFailure(
+                "crashed",
+                f"the bridge to the server did not answer ({out.status}; "
+                f"{len(out.data)} characters came)",
+            )
+        answer = json.loads(out.data)
         if "failure" in answer:
             raise ServerFailure(answer["failure"], answer["message"])
         return answer

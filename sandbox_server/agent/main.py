@@ -30,8 +30,10 @@ import os
 import queue
 import select
 import signal
+import socket
 import sys
 import threading
+import time
 
 from agentrl_agent_commands import Commands  # pyright: ignore[reportMissingImports]  # a module only in the sandbox: agent/__init__.py
 from agentrl_agent_files import (  # pyright: ignore[reportMissingImports]  # as above, sent along with this file
@@ -144,6 +146,51 @@ class Agent(Commands):
         finally:
             os.unlink(path)
         return {}
+
+    def op_relay(self, req):
+        """Send text to a port on the sandbox's own loopback and read what it answers until it closes
+        the connection: the agent's own socket, no shell and no process, so a request to a server in
+        the sandbox costs a round trip, not a command. Bounded: `max_output_bytes` kept (then the
+        connection is closed), `timeout_s` for the whole exchange. The agent connects as root, which
+        gives the listening process nothing: a TCP connection carries bytes, not rights."""
+        start = time.monotonic()
+        deadline = start + float(req["timeout_s"])
+        cap = int(req["max_output_bytes"])
+        answer = bytearray()
+        status, truncated = "ok", False
+        conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                conn.connect(("127.0.0.1", int(req["port"])))
+            except TimeoutError:
+                raise
+            except OSError:  # nothing listens (a listener just gone may answer a reset, not a refusal)
+                status = "refused"
+            else:
+                conn.sendall(req["data"].encode())
+                while True:
+                    conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                    chunk = conn.recv(min(1 << 20, cap + 1 - len(answer)))
+                    if not chunk:
+                        break
+                    answer += chunk
+                    if len(answer) > cap:
+                        del answer[cap:]
+                        truncated = True
+                        break
+        except TimeoutError:
+            status = "timeout"
+        except OSError:  # reset by the peer, or any other way the connection broke
+            status = "reset"
+        finally:
+            conn.close()
+        return {
+            "status": status,
+            "data_b64": base64.b64encode(answer).decode(),
+            "truncated": truncated,
+            "duration_ms": (time.monotonic() - start) * 1000.0,
+        }
 
     def op_hello(self, req):
         return {"pid": os.getpid(), "isolated": ISOLATED, "switched": SWITCH, "workdir": WORKDIR}

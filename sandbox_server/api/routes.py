@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -28,6 +28,8 @@ from agentrl.sandbox_server.wire.models import (
     CreateSandboxRequest,
     ExecRequest,
     ExecResult,
+    RelayRequest,
+    RelayResult,
     RunCodeRequest,
     RunCodeResponse,
     SandboxInfo,
@@ -35,6 +37,7 @@ from agentrl.sandbox_server.wire.models import (
 )
 from agentrl.sandbox_server.wire.paths import MAX_PATH_BYTES
 
+Body = TypeVar("Body", ExecRequest, RelayRequest)
 # the pattern is the schema's word for what `paths.check_path` refuses, with its own clear message
 FilePath = Annotated[
     str,
@@ -125,6 +128,18 @@ commands = APIRouter(tags=["commands"])
 async def exec_command(sandbox_id: str, request: Request) -> Response:
     """Body: `ExecRequest` (a command or code, and `ExecOptions`), read once the call has its turn;
     answered as JSON of `ExecResult`."""
+    return await on_lane(request, sandbox_id, ExecRequest, run_exec)
+
+
+async def on_lane(
+    request: Request,
+    sandbox_id: str,
+    model: type[Body],
+    run: Callable[[ServerState, AgentSandbox, Body], Awaitable[BaseModel]],
+) -> Response:
+    """A call that reads a JSON body and answers JSON, in the sandbox's lane: the body is read once
+    the call has its turn, and a call that carries or may answer more than a light one holds a
+    heavy slot until its answer is sent (`Admission`)."""
     # the hot path: the server and the tenant are found here, not as dependencies, whose resolution
     # cost FastAPI about 30 microseconds per exec, more than the lookups themselves
     server: ServerState = request.app.state.server
@@ -134,27 +149,43 @@ async def exec_command(sandbox_id: str, request: Request) -> Response:
         heavy = big_body(request)
         release = await admission.slot(heavy)
         try:
-            req = await admission.read(request, ExecRequest)
+            req = await admission.read(request, model)
             admission.check_output(req.max_output_bytes)
             if not heavy and req.max_output_bytes > LIGHT_BYTES // 2:
                 release = await admission.slot(True)
-            result = await run_exec(sandbox, req)
+            result = await run(server, sandbox, req)
             del req
-            server.metrics.execs.labels(result.status).inc()
-            server.metrics.exec_seconds.observe(result.duration_ms / 1000.0)
             return HeldResponse(result.model_dump_json(), release, "application/json")
         except BaseException:
             release()
             raise
 
 
-async def run_exec(sandbox: AgentSandbox, req: ExecRequest) -> ExecResult:
+async def run_exec(server: ServerState, sandbox: AgentSandbox, req: ExecRequest) -> ExecResult:
     """The request's command or code, with its options handed on as they came; the agent is waited
     for on the event loop, not in a worker thread (`AgentLink.acall`)."""
     if req.code is not None:
-        return await sandbox.arun_code(req.code, req.language, req.options())
-    assert req.command is not None  # ExecRequest holds exactly one of them
-    return await sandbox.aexec(req.command, req.options())
+        result = await sandbox.arun_code(req.code, req.language, req.options())
+    else:
+        assert req.command is not None  # ExecRequest holds exactly one of them
+        result = await sandbox.aexec(req.command, req.options())
+    server.metrics.execs.labels(result.status).inc()
+    server.metrics.exec_seconds.observe(result.duration_ms / 1000.0)
+    return result
+
+
+@commands.post(
+    "/v1/sandboxes/{sandbox_id}/relay", response_model=RelayResult, openapi_extra=json_body(RelayRequest)
+)
+async def relay(sandbox_id: str, request: Request) -> Response:
+    """Body: `RelayRequest` (text for a port on the sandbox's own loopback, and `RelayOptions`);
+    answered as JSON of `RelayResult`. No command runs: the sandbox's agent connects, sends the
+    text and reads the answer until the port closes the connection."""
+    return await on_lane(request, sandbox_id, RelayRequest, run_relay)
+
+
+async def run_relay(server: ServerState, sandbox: AgentSandbox, req: RelayRequest) -> RelayResult:
+    return await sandbox.arelay(req.port, req.data, req.options())
 
 
 @commands.post("/v1/sandboxes/{sandbox_id}/reset_processes", status_code=204)
@@ -253,5 +284,4 @@ async def healthy(server: State) -> dict[str, Any]:
 
 @health.get("/metrics", response_class=PlainTextResponse)
 async def prometheus(server: State, tenant: Tenant) -> Response:
-    body, content_type = server.metrics.render()
-    return Response(body, media_type=content_type)
+    return Response(server.metrics.render(), media_type=server.metrics.content_type)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -251,10 +251,18 @@ DEFAULT_EXEC = ExecOptions()
 
 def exec_options(options: ExecOptions | None, changes: ExecArgs) -> ExecOptions:
     """`options` (default: `ExecOptions()`) with `changes` applied; a bad value is an `InvalidRequest`."""
+    return changed(options or DEFAULT_EXEC, dict(changes))
+
+
+Options = TypeVar("Options", bound=BaseModel)
+
+
+def changed(options: Options, changes: dict[str, Any]) -> Options:
+    """`options` with `changes` applied, checked; a bad value is an `InvalidRequest`."""
     if not changes:
-        return options or DEFAULT_EXEC
+        return options
     try:
-        return ExecOptions(**{**dict(options or DEFAULT_EXEC), **changes})
+        return type(options)(**{**dict(options), **changes})
     except ValidationError as exc:
         raise InvalidRequest(str(exc)) from None
 
@@ -323,6 +331,65 @@ class ExecResult(BaseModel):
     session_reset: bool = Field(
         default=False, description="the persistent shell had to be restarted (state lost)"
     )
+
+
+MAX_RELAY_DATA = 16 << 20
+RelayStatus = Literal["ok", "refused", "timeout", "reset"]
+
+
+class RelayOptions(BaseModel):
+    """How one relay runs (`Sandbox.relay`): the one declaration of its bounds, as `ExecOptions` is
+    an exec's."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    timeout_s: float = Field(
+        default=30.0, gt=0, le=86400, description="the whole exchange, connect to the answer's end"
+    )
+    max_output_bytes: Annotated[int, Strict(), Field(ge=1, le=64 << 20), WholeNumber] = Field(
+        default=65536, description="the most of the answer kept; past it the connection is closed"
+    )
+
+
+DEFAULT_RELAY = RelayOptions()
+
+
+class RelayArgs(TypedDict, total=False):
+    """`RelayOptions` as keyword arguments (`sb.relay(port, text, timeout_s=5)`), as `ExecArgs`."""
+
+    timeout_s: float
+    max_output_bytes: int
+
+
+def relay_options(options: RelayOptions | None, changes: RelayArgs) -> RelayOptions:
+    """`options` (default: `RelayOptions()`) with `changes` applied; a bad value is an `InvalidRequest`."""
+    return changed(options or DEFAULT_RELAY, dict(changes))
+
+
+class RelayRequest(RelayOptions):
+    """The body of POST .../relay: text for a port on the sandbox's own loopback, and `RelayOptions`."""
+
+    port: Annotated[int, Strict(), Field(ge=1, le=65535), WholeNumber] = Field(
+        description="a TCP port on 127.0.0.1 inside the sandbox"
+    )
+    data: str = Field(max_length=MAX_RELAY_DATA, description="sent as UTF-8 once connected")
+
+    def options(self) -> RelayOptions:
+        return RelayOptions.model_construct(timeout_s=self.timeout_s, max_output_bytes=self.max_output_bytes)
+
+
+class RelayResult(BaseModel):
+    """What a port answered: its bytes (as UTF-8 text, as an exec's output) until it closed the
+    connection, or why there is no whole answer."""
+
+    status: RelayStatus = Field(
+        description="ok: the port answered and closed the connection (or `max_output_bytes` arrived: "
+        "`truncated`); refused: no connection could be made (nothing listens on the port); timeout: "
+        "no end within `timeout_s`; reset: the connection broke once made"
+    )
+    data: str = Field(description="what arrived (on a timeout or a reset, what arrived before it)")
+    truncated: bool = Field(description="more than `max_output_bytes` came; the rest was not read")
+    duration_ms: float
 
 
 class ErrorResponse(BaseModel):

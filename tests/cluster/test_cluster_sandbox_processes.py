@@ -159,6 +159,42 @@ def test_a_killed_server_s_sandboxes_are_replayed_into_another_or_lost_loudly(sa
     sandboxes.wait_up(2)
 
 
+# answers each connection with how many it has had: what a relay answers depends on the relays before it
+COUNTER = """
+import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 5000))
+server.listen()
+open("/tmp/up", "w").close()
+count = 0
+while True:
+    conn = server.accept()[0]
+    count += 1
+    conn.recv(99)
+    conn.sendall(b"%d\\n" % count)
+    conn.close()
+"""
+
+
+def test_relays_go_to_the_holder_and_are_replayed_in_order_when_it_is_lost(sandboxes):
+    sandboxes.wait_up(2)
+    victim = sandboxes.holders()[0]["holder"]
+    with SandboxCluster(sandboxes.url, near=victim) as cluster, cluster.create() as sb:
+        sb.write_file("counter.py", COUNTER)
+        started = sb.exec("python3 counter.py & until [ -e /tmp/up ]; do sleep 0.01; done", keep_alive=True)
+        assert started.status == "ok", started
+        assert [sb.relay(5000, "n\n").data for _ in range(2)] == ["1\n", "2\n"]
+        # the address itself relays nothing: it names the map, as for every sandbox route
+        relay_url = f"{sandboxes.url}/v1/sandboxes/{sb.sandbox_id}/relay"
+        front = httpx.post(relay_url, json={"port": 1, "data": ""})
+        assert front.status_code == 421 and "/v1/cluster" in front.json()["detail"]
+        sandboxes.kill_holder(victim)
+        # rebuilt elsewhere: the server started again and both relays made again, answering as before
+        assert sb.relay(5000, "n\n").data == "3\n"
+        assert sb.replays == 1 and sb.holder != victim
+    sandboxes.wait_up(2)
+
+
 def test_bash_episode_goes_on_when_its_sandbox_server_dies(sandboxes):
     sandboxes.wait_up(2)
     steps = [call("execute_bash", command="cd /workspace && mkdir -p s && export MARK=shell-state"),

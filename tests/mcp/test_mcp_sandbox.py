@@ -9,6 +9,7 @@ import pytest
 from mcp_helpers import NOTEBOOK, call, oracle_actions, task
 from support import unavailable
 
+from agentrl.mcp import bridge
 from agentrl.testing.plays import needs_docker
 
 SERVER = ["python3", "{workspace}/server/notebook.py", "--dir", "{workspace}"]
@@ -42,5 +43,30 @@ def test_a_sandboxed_server_plays_an_episode_and_its_failures_are_observations(s
         observation, reward, terminated, _, info = env.step(call("hang"))
         assert (reward, terminated) == (0.0, True)
         assert info["error"].startswith("the MCP server failed (timeout): no answer within 2.0 s")
+    finally:
+        env.close()
+
+
+def test_a_crashed_server_or_a_dead_bridge_ends_the_episode_saying_so(sandboxed_task):
+    env = gym.make("agentrl/MCP-v0", server=SERVER, tasks=[sandboxed_task], pool_size=0, call_timeout_s=5.0)
+    try:
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(call("crash"))
+        assert (reward, terminated) == (0.0, True)
+        assert info["error"].startswith("the MCP server failed (crashed)"), info["error"]
+        env.reset(seed=0)
+        # the bridge killed under the episode, and gone once its port listens no more (its last
+        # thread may outlive the process as pgrep sees it): the port refuses the next call
+        # (the pattern's "[.]" keeps pkill's own shell, whose line holds the pattern, from matching)
+        listening = f":{bridge.PORT:04X} 00000000:0000 0A"
+        wait = f"while grep -q '{listening}' /proc/net/tcp; do sleep 0.01; done"
+        sandbox = env.unwrapped.server.sandbox
+        killed = sandbox.exec(f"pkill -9 -f '[.]agentrl-mcp/ready' && {wait}", mode="oneshot")
+        assert killed.exit_code == 0, killed
+        _, reward, terminated, _, info = env.step(call("get", key="a"))
+        assert (reward, terminated) == (0.0, True)
+        assert info["error"].startswith(
+            "the MCP server failed (crashed): the bridge to the server did not answer (refused"
+        ), info["error"]
     finally:
         env.close()

@@ -40,6 +40,9 @@ from agentrl.sandbox_server.wire.models import (
     ExecArgs,
     ExecOptions,
     ExecRequest,
+    RelayArgs,
+    RelayOptions,
+    RelayRequest,
     SandboxSpec,
     SpecArgs,
     exec_options,
@@ -120,8 +123,11 @@ def test_keyword_options_are_checked_like_the_model():
 
 
 def test_the_keyword_forms_match_the_models():
-    """`ExecArgs` and `SpecArgs` (keyword arguments for editors) name exactly the models' fields."""
+    """`ExecArgs`, `RelayArgs` and `SpecArgs` (keyword arguments for editors) name exactly the models'
+    fields."""
     assert set(get_type_hints(ExecArgs)) == set(ExecOptions.model_fields)
+    assert set(get_type_hints(RelayArgs)) == set(RelayOptions.model_fields)
+    assert set(RelayOptions.model_fields) <= set(RelayRequest.model_fields)
     assert set(get_type_hints(SpecArgs)) | {"image"} == set(SandboxSpec.model_fields)
     assert set(ExecOptions.model_fields) <= set(ExecRequest.model_fields)  # the HTTP body carries them all
     assert "stdin_b64" in ExecRequest.model_json_schema()["properties"]  # documented in the OpenAPI schema

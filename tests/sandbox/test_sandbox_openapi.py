@@ -28,6 +28,7 @@ from agentrl.sandbox_server.wire.models import (
     PATH_PATTERN,
     CreateSandboxRequest,
     ExecRequest,
+    RelayRequest,
     RunCodeRequest,
     decode_base64,
 )
@@ -71,6 +72,23 @@ EXEC_BODIES = [
     {"command": "ls", "stdin_b64": "QQ=="},
     {"command": "ls", "mode": "x"},
 ]
+RELAY_BODIES = [
+    {},
+    {"port": 80, "data": "x"},
+    {"port": 0, "data": "x"},
+    {"port": 65536, "data": "x"},
+    {"port": 80.0, "data": "x"},
+    {"port": "80", "data": "x"},
+    {"port": True, "data": "x"},
+    {"port": 80},
+    {"port": 80, "data": None},
+    {"port": 80, "data": "x", "timeout_s": 0},
+    {"port": 80, "data": "x", "timeout_s": "1"},
+    {"port": 80, "data": "x", "max_output_bytes": 0},
+    {"port": 80, "data": "x", "max_output_bytes": 1.5},
+    {"port": 80, "data": "x", "max_output_bytes": 2.0},
+    {"port": 80, "data": "x", "host": "example.com"},
+]
 SPEC_BODIES = [
     {},
     {"cpus": "1.5"},
@@ -103,6 +121,7 @@ RUN_CODE_BODIES = [
     ("model", "bodies"),
     [
         (ExecRequest, EXEC_BODIES),
+        (RelayRequest, RELAY_BODIES),
         (CreateSandboxRequest, SPEC_BODIES),
         (RunCodeRequest, RUN_CODE_BODIES),
     ],
