@@ -249,6 +249,13 @@ class HFBackend(BatchingBackend):
             if self.prefix_cache is not None:  # keys and values of the old weights
                 self.prefix_cache.clear()
 
+    def release(self, ids: list[int]) -> None:
+        """The episode whose transcript is `ids` has ended: its keys and values leave the prefix
+        cache now rather than when new weights come, which with rollouts a step ahead is after the
+        next step's episodes have each stored a transcript's worth beside them."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.release(ids)
+
     def next_token_logprobs(self, logits: Any) -> Any:
         """What the sampler draws from: temperature, never-sampled ids removed, then top-p."""
         import torch
@@ -293,6 +300,7 @@ class HFBackend(BatchingBackend):
 
         n = len(prompts)
         reused = [self.prefix_cache.lookup(p) if self.prefix_cache else None for p in prompts]
+        consumed = self.prefix_cache.take_extended(prompts) if self.prefix_cache else []
         past = [0 if r is None else len(r.ids) for r in reused]
         suffixes = [p[k:] for p, k in zip(prompts, past, strict=True)]
         width_past, width_new = max(past), max(len(s) for s in suffixes)
@@ -306,7 +314,7 @@ class HFBackend(BatchingBackend):
             attention[i, tokens.shape[1] - len(suffix) :] = 1
         positions = (attention.cumsum(-1) - 1).clamp_min(0)[:, width_past:].to(self.device)
         ids = tokens[:, width_past:].to(self.device)
-        return tokens, attention, positions, ids, batch_cache(reused, width_past)
+        return tokens, attention, positions, ids, batch_cache(reused, width_past, consumed)
 
     def _static_mask(self, attention: Any, steps: int) -> Any:
         """The attention mask at the static cache's width: the prompts' columns, then zeros."""
@@ -333,8 +341,11 @@ class HFBackend(BatchingBackend):
 
         static = StaticCache(config=self.model.config, max_cache_len=width)
         layers: list[Any] = list(static.layers)  # full-attention layers (sliding-window models are refused)
-        for layer, done in zip(layers, grown.layers, strict=True):
+        assert len(layers) == len(grown.layers), "one static layer per layer of the model"
+        for layer in layers:  # each grown layer goes once copied: never two whole caches at once
+            done = grown.layers.pop(0)
             layer.update(done.keys, done.values)
+            del done
         return out.logits[:, -1], static
 
     def _forward(self, ids: Any, attention: Any, positions: Any, cache: Any) -> Any:

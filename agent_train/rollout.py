@@ -189,7 +189,7 @@ async def run_episode(
         episode.trace = traceback.format_exc()
     finally:
         if env is not None:
-            await _settle(episode, env)
+            await _settle(spec, episode, env)
     return episode
 
 
@@ -205,12 +205,16 @@ async def continue_fork(
         episode.error = f"{type(exc).__name__}: {exc}"
         episode.trace = traceback.format_exc()
     finally:
-        await _settle(episode, env)
+        await _settle(spec, episode, env)
     return episode
 
 
-async def _settle(episode: RolloutEpisode, env: AsyncEpisode) -> None:
-    """Take what the env paid and said (also when a step failed) into `episode`, then close the env."""
+async def _settle(spec: Rollouts, episode: RolloutEpisode, env: AsyncEpisode) -> None:
+    """Take what the env paid and said (also when a step failed) into `episode`, let the generator
+    forget the episode's keys and values (a backend that keeps them has `release`), then close the env."""
+    release = getattr(spec.backend, "release", None)
+    if release is not None:
+        release(episode.transcript.ids)
     seen = env.outcome
     if seen is not None:
         episode.reward, episode.turns, episode.env_s = seen.reward, seen.turns, seen.env_s

@@ -23,8 +23,9 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -37,6 +38,9 @@ from agentrl.agent_train.credit import assign_credit
 from agentrl.agent_train.producer import RolloutProducer, eval_seeds, train_seeds
 from agentrl.agent_train.rollout import RolloutEpisode, RolloutLimits, Rollouts, driver_factory
 from agentrl.agent_train.update import build_batch, optimize, select_samples
+
+if TYPE_CHECKING:
+    from agentrl.agent_train.metrics import MetricsLog
 
 # where they were before the loop's parts had modules of their own
 __all__ = ["RolloutProducer", "build_batch", "eval_seeds", "make_backend", "optimize", "reference_model",
@@ -54,58 +58,27 @@ def train(
 
     Raises `TrainingAborted` (naming the cause) when too many episodes fail, when steps in a row
     train on nothing, or when an evaluation task shows up in training."""
-    from agentrl.agent_train.metrics import MetricsLog
-    from agentrl.agent_train.models import load_model, pick_device
-
     # --- the model, its optimizer, the generator and the envs ------------------------------------
-    torch.manual_seed(cfg.seed)
-    device = pick_device(cfg.device)
-    autocast = cfg.bf16 and device.startswith("cuda")
-    if policy is None:
-        policy, tokenizer = load_model(cfg.resume or cfg.model, cfg.env, device, cfg.seed, **cfg.env_kwargs)
-    policy.to(device)
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    start_step = load_resume_state(Path(cfg.resume), optimizer) if cfg.resume else 0
-    ref = reference_model(cfg, policy, device)
-    if backend is None:
-        backend = make_backend(cfg, policy, tokenizer, device)
-    backend.update_weights(policy.state_dict(), start_step)
-    producer = RolloutProducer(cfg, *rollout_specs(cfg, backend, tokenizer, log))
-    producer.set_version(start_step)
-    metrics = MetricsLog(out, tensorboard=cfg.tensorboard)
-    guard = FailureGuard(cfg.max_idle_steps, cfg.max_excluded_frac, log)
-    ledger = TaskLedger()
-    result: dict[str, Any] = {"out_dir": str(out)}
-
-    def run_eval(step: int, name: str) -> dict[str, float]:
-        scores, episodes = producer.evaluate(eval_seeds(cfg), cfg.eval_k)
-        scores.update(
-            {f"eval_{k}": v for k, v in guard.check_episodes(f"eval at step {step}", episodes).items()}
-        )
-        ledger.add_eval(episodes)
-        log(f"{name} (step {step}, split {cfg.eval_split or 'none'}): {scores}")
-        return scores
-
+    run = _Run.build(cfg, policy, tokenizer, backend, log)
+    policy, tokenizer, optimizer, backend = run.policy, run.tokenizer, run.optimizer, run.backend
+    producer, guard = run.producer, run.guard
+    result: dict[str, Any] = {"out_dir": str(run.out)}
     try:
         if cfg.eval_seeds:
-            result["eval_before"] = run_eval(start_step, "eval before")
-            metrics.log(start_step, result["eval_before"])
-        producer.start(start_step, cfg.steps)
-        bar = _progress(cfg, start_step)
+            result["eval_before"] = run.logged_eval(run.start_step, "eval before")
+        producer.start(run.start_step, cfg.steps)
+        bar = _progress(cfg, run.start_step)
         generated = 0  # tokens generated so far, forks included (`--gen-token-budget`)
-        done = start_step  # steps taken: cfg.steps unless a budget stopped the run first
+        done = run.start_step  # steps taken: cfg.steps unless a budget stopped the run first
         started = time.perf_counter()
-        for step in range(start_step, cfg.steps):
+        for step in range(run.start_step, cfg.steps):
             t0 = time.perf_counter()
             # --- collect: this step's groups, one per env seed -----------------------------------
             _, groups, timing = producer.get()
             flat = [e for g in groups for e in g]
             row = episode_metrics(groups)
             row.update(guard.check_episodes(f"step {step}", flat))
-            ledger.add_train(flat)
+            run.ledger.add_train(flat)
 
             # --- advantages: per episode (GRPO) or per turn, and what is trained on ---------------
             credit = assign_credit(cfg, groups, step)  # episode, anchor or branch: see credit.py
@@ -125,57 +98,31 @@ def train(
             t_train = time.perf_counter()
             if chosen:
                 batch = build_batch(chosen, chosen_adv, tokenizer.pad_token_id)
-                row.update(optimize(policy, ref, optimizer, batch, cfg, autocast, backend.suppress_ids))
+                losses = optimize(policy, run.ref, optimizer, batch, cfg, run.autocast, backend.suppress_ids)
+                row.update(losses)
             producer.wait_collected(min(step + cfg.max_staleness, cfg.steps - 1))
             backend.update_weights({k: v.detach() for k, v in policy.state_dict().items()}, step + 1)
             producer.set_version(step + 1)
             row.update(train_s=time.perf_counter() - t_train, step_s=time.perf_counter() - t0)
 
             # --- log and evaluate, checkpoint ----------------------------------------------------
-            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
-                row.update(run_eval(step + 1, "eval"))
-            metrics.log(step + 1, row)
-            if cfg.save_every and (step + 1) % cfg.save_every == 0:
-                save_checkpoint(out / f"checkpoint-{step + 1}", policy, tokenizer, optimizer, step + 1, cfg)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", succ=f"{row['success_rate']:.2f}")
+            run.end_step(step, row, bar)
             generated += int(timing["gen_tokens"])
             done = step + 1
-            if cfg.gen_token_budget and generated >= cfg.gen_token_budget:
-                break  # equal generated tokens across credit modes, however many steps that takes
-            if cfg.max_wall_s and time.perf_counter() - started >= cfg.max_wall_s:
-                log(
-                    f"agent-train: {done} of {cfg.steps} steps in {time.perf_counter() - started:.0f} s, "
-                    f"the wall budget (--max-wall-s {cfg.max_wall_s:g}) spent"
-                )
-                break  # a job with a time limit keeps its last evaluation and checkpoint
+            if run.budget_spent(done, generated, started):
+                break  # a job with a budget keeps its last evaluation and checkpoint
         if bar is not None:
             bar.close()
 
         # --- the run's end: a last evaluation, the task ledger, the final checkpoint -------------
-        if cfg.eval_seeds:
-            result["eval_after"] = run_eval(done, "eval after")
-            metrics.log(done, result["eval_after"])
-        result["tasks"] = ledger.summary()
-        log(
-            f"tasks: train {result['tasks']['train_tasks']} (split {cfg.train_split or 'none'}), "
-            f"eval {result['tasks']['eval_tasks']} (split {cfg.eval_split or 'none'}), "
-            f"overlap {result['tasks']['overlap']}"
-            + ("" if ledger.train or ledger.eval else " (the env names no tasks: info has no task_id)")
-        )
-        result["checkpoint"] = str(
-            save_checkpoint(out / f"checkpoint-{done}", policy, tokenizer, optimizer, done, cfg)
-        )
-        if cfg.plot:
-            result["plot"] = str(metrics.plot(out / "curves.png"))
+        result.update(run.finish(done))
     except TrainingAborted as exc:
         log(f"agent-train stopped: {exc}")
         raise
     finally:
         producer.close()
-        metrics.close()
-    result["metrics"] = metrics.rows
+        run.metrics.close()
+    result["metrics"] = run.metrics.rows
     result["steps"] = done
     return result
 
@@ -183,6 +130,128 @@ def train(
 # ---------------------------------------------------------------------------------------------
 # the loop's parts
 # ---------------------------------------------------------------------------------------------
+@dataclass
+class _Run:
+    """What a run holds from its setup to its end, and the steps of `train` that are not the update:
+    setup, evaluation, per-step logging and checkpoints, the budgets, the run's end."""
+
+    cfg: TrainConfig
+    out: Path
+    policy: Any
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    ref: Any | None  # the KL anchor (`reference_model`)
+    backend: GenerationBackend
+    producer: RolloutProducer
+    metrics: MetricsLog
+    guard: FailureGuard
+    ledger: TaskLedger
+    start_step: int
+    autocast: bool
+    log: Any
+
+    @classmethod
+    def build(
+        cls, cfg: TrainConfig, policy: Any, tokenizer: Any, backend: GenerationBackend | None, log: Any
+    ) -> _Run:
+        """The model (loaded unless passed in), its optimizer (resumed if asked), the reference, the
+        generator with the current weights, the rollout producer, the logs; the config written."""
+        from agentrl.agent_train.allocator import map_large_allocations
+        from agentrl.agent_train.metrics import MetricsLog
+        from agentrl.agent_train.models import load_model, pick_device
+
+        map_large_allocations()  # freed caches and activations go back to the system (allocator.py)
+        torch.manual_seed(cfg.seed)
+        device = pick_device(cfg.device)
+        if policy is None:
+            policy, tokenizer = load_model(
+                cfg.resume or cfg.model, cfg.env, device, cfg.seed, **cfg.env_kwargs
+            )
+        policy.to(device)
+        out = Path(cfg.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        start_step = load_resume_state(Path(cfg.resume), optimizer) if cfg.resume else 0
+        ref = reference_model(cfg, policy, device)
+        if backend is None:
+            backend = make_backend(cfg, policy, tokenizer, device)
+        backend.update_weights(policy.state_dict(), start_step)
+        producer = RolloutProducer(cfg, *rollout_specs(cfg, backend, tokenizer, log))
+        producer.set_version(start_step)
+        metrics = MetricsLog(out, tensorboard=cfg.tensorboard)
+        guard = FailureGuard(cfg.max_idle_steps, cfg.max_excluded_frac, log)
+        autocast = cfg.bf16 and device.startswith("cuda")
+        return cls(cfg, out, policy, tokenizer, optimizer, ref, backend, producer, metrics, guard,
+                   TaskLedger(), start_step, autocast, log)
+
+    def evaluate(self, step: int, name: str) -> dict[str, float]:
+        """The held-out split's scores, its failures checked and its tasks put in the ledger."""
+        scores, episodes = self.producer.evaluate(eval_seeds(self.cfg), self.cfg.eval_k)
+        scores.update(
+            {f"eval_{k}": v for k, v in self.guard.check_episodes(f"eval at step {step}", episodes).items()}
+        )
+        self.ledger.add_eval(episodes)
+        self.log(f"{name} (step {step}, split {self.cfg.eval_split or 'none'}): {scores}")
+        return scores
+
+    def logged_eval(self, step: int, name: str) -> dict[str, float]:
+        """An evaluation on a metrics row of its own (before and after the run)."""
+        scores = self.evaluate(step, name)
+        self.metrics.log(step, scores)
+        return scores
+
+    def end_step(self, step: int, row: dict[str, float], bar: Any) -> None:
+        """After an update: a periodic evaluation (not at the last step: the run's end has one), the
+        step's metrics row, a periodic checkpoint, the progress bar."""
+        cfg = self.cfg
+        if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+            row.update(self.evaluate(step + 1, "eval"))
+        self.metrics.log(step + 1, row)
+        if cfg.save_every and (step + 1) % cfg.save_every == 0:
+            save_checkpoint(self.out / f"checkpoint-{step + 1}", self.policy, self.tokenizer, self.optimizer,
+                            step + 1, cfg)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", succ=f"{row['success_rate']:.2f}")
+
+    def budget_spent(self, done: int, generated: int, started: float) -> bool:
+        """Whether the generated-token budget (equal tokens across credit modes, however many steps
+        that takes) or the wall budget is spent; the wall's is said."""
+        cfg = self.cfg
+        if cfg.gen_token_budget and generated >= cfg.gen_token_budget:
+            return True
+        if cfg.max_wall_s and time.perf_counter() - started >= cfg.max_wall_s:
+            self.log(
+                f"agent-train: {done} of {cfg.steps} steps in {time.perf_counter() - started:.0f} s, "
+                f"the wall budget (--max-wall-s {cfg.max_wall_s:g}) spent"
+            )
+            return True
+        return False
+
+    def finish(self, done: int) -> dict[str, Any]:
+        """The run's end after `done` steps: a last evaluation, the task ledger (logged), the final
+        checkpoint and the plot, as the result's entries."""
+        cfg = self.cfg
+        result: dict[str, Any] = {}
+        if cfg.eval_seeds:
+            result["eval_after"] = self.logged_eval(done, "eval after")
+        result["tasks"] = tasks = self.ledger.summary()
+        self.log(
+            f"tasks: train {tasks['train_tasks']} (split {cfg.train_split or 'none'}), "
+            f"eval {tasks['eval_tasks']} (split {cfg.eval_split or 'none'}), "
+            f"overlap {tasks['overlap']}"
+            + ("" if self.ledger.train or self.ledger.eval
+               else " (the env names no tasks: info has no task_id)")
+        )
+        final = save_checkpoint(self.out / f"checkpoint-{done}", self.policy, self.tokenizer, self.optimizer,
+                                done, cfg)
+        result["checkpoint"] = str(final)
+        if cfg.plot:
+            result["plot"] = str(self.metrics.plot(self.out / "curves.png"))
+        return result
+
+
 def sample_metrics(flat: list[RolloutEpisode], step: int, stale: int, trained: int,
                    timing: dict[str, float]) -> dict[str, float]:
     """How old the step's samples were, how many were trained on, and how fast they were collected."""
