@@ -61,21 +61,25 @@ def _page(session: Any, cursor: str | None) -> dict[str, Any]:
     return {"cursor": cursor}
 
 
-async def _serve(port: int, ready: str, argv: list[str]) -> None:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+class _Bridge:
+    """One episode's bridge: the SDK session to its server, the junk the server printed since the last
+    answer, and `done`, set by a failure: the episode is over and the bridge exits once it answered."""
 
-    junk: list[Any] = [0, []]
-    done = asyncio.Event()
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.junk: list[Any] = [0, []]
+        self.done = asyncio.Event()
 
-    async def on_message(message: Any) -> None:
+    async def on_message(self, message: Any) -> None:
+        """The SDK's message handler: a line the server printed that is not JSON-RPC is junk."""
         if isinstance(message, Exception):
-            junk[0] += 1
-            if len(junk[1]) < 3:
-                junk[1].append(junk_line(message))
+            self.junk[0] += 1
+            if len(self.junk[1]) < 3:
+                self.junk[1].append(junk_line(message))
 
-    def failure(kind: str, message: str) -> dict[str, Any]:
-        done.set()  # the episode is over: the bridge exits once this answer is sent
+    def failure(self, kind: str, message: str) -> dict[str, Any]:
+        """A failure's answer, the end of the server's stderr in its message; the bridge then exits."""
+        self.done.set()
         with open(STDERR, "rb") as log:
             log.seek(0, 2)
             log.seek(max(0, log.tell() - 400))
@@ -85,82 +89,94 @@ async def _serve(port: int, ready: str, argv: list[str]) -> None:
             "message": message + (f" (the server's stderr ends: {tail!r})" if tail else ""),
         }
 
-    async def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
+    async def list_tools(self, limit: int) -> dict[str, Any]:
+        tools, cursor = [], None
+        for _ in range(64):
+            page = await asyncio.wait_for(self.session.list_tools(**_page(self.session, cursor)), 60)
+            tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+            cursor = getattr(page, "next_cursor", getattr(page, "nextCursor", None))
+            if cursor is None or len(tools) >= limit:
+                break
+        return {"tools": tools[:limit], "more": len(tools) > limit or bool(cursor)}
+
+    async def call_tool(self, request: dict[str, Any]) -> dict[str, Any]:
+        result = await asyncio.wait_for(
+            self.session.call_tool(request["name"], request["arguments"]), request["timeout_s"]
+        )
+        dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        taken, self.junk[:] = list(self.junk), [0, []]
+        return {
+            "text": render_result(dumped, request["limit"]),
+            "is_error": bool(dumped.get("isError")),
+            "junk": taken,
+        }
+
+    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A request's answer: what the server answered, or the failure that ended the episode."""
         try:
             if request["op"] == "list":
-                tools, cursor = [], None
-                for _ in range(64):
-                    page = await asyncio.wait_for(session.list_tools(**_page(session, cursor)), 60)
-                    tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
-                    cursor = getattr(page, "next_cursor", getattr(page, "nextCursor", None))
-                    if cursor is None or len(tools) >= request["limit"]:
-                        break
-                return {
-                    "tools": tools[: request["limit"]],
-                    "more": len(tools) > request["limit"] or bool(cursor),
-                }
-            result = await asyncio.wait_for(
-                session.call_tool(request["name"], request["arguments"]), request["timeout_s"]
-            )
-            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-            taken, junk[:] = list(junk), [0, []]
-            return {
-                "text": render_result(dumped, request["limit"]),
-                "is_error": bool(dumped.get("isError")),
-                "junk": taken,
-            }
+                return await self.list_tools(request["limit"])
+            return await self.call_tool(request)
         except asyncio.TimeoutError:
-            return failure(
+            return self.failure(
                 "timeout", f"no answer within {request.get('timeout_s', 60)} s; the server was stopped"
             )
         except Exception as exc:
             text = str(getattr(exc, "message", "") or exc)[:300]
             if "closed" in text.lower() or isinstance(exc, (OSError, EOFError)):
-                return failure("crashed", f"the server went away: {type(exc).__name__}: {text}")
+                return self.failure("crashed", f"the server went away: {type(exc).__name__}: {text}")
             return {"failure": "protocol", "message": f"{type(exc).__name__}: {text}"}
 
+    async def handle(self, conn: socket.socket) -> None:
+        """The connection's first line is a request, answered with one line; then it is closed.
+        The event loop's socket calls, not streams: fewer turns of the loop per request."""
+        loop = asyncio.get_running_loop()
+        with conn:
+            request = bytearray()
+            while True:
+                chunk = await loop.sock_recv(conn, 1 << 16)
+                request += chunk
+                if not chunk or len(request) > MAX_REQUEST:
+                    return
+                if b"\n" in chunk:
+                    break
+            reply = await self.answer(json.loads(request.partition(b"\n")[0]))
+            await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
+
+    async def accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        handling: set[asyncio.Task[None]] = set()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            task = loop.create_task(self.handle(conn))
+            handling.add(task)  # held until it is done: the loop keeps only weak references
+            task.add_done_callback(handling.discard)
+
+
+async def _serve(port: int, ready: str, argv: list[str]) -> None:
+    """Start the episode's server, then answer requests on `port` until a failure ends the episode
+    (the sandbox's end stops the bridge otherwise); `ready` is created once requests are taken."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    bridge = _Bridge(None)
     errlog = open(STDERR, "a")  # noqa: SIM115  # the server's stderr for the bridge's whole life
     params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=os.getcwd(), env=dict(os.environ))
     async with (
         stdio_client(params, errlog) as streams,
-        ClientSession(streams[0], streams[1], message_handler=on_message) as session,
+        ClientSession(streams[0], streams[1], message_handler=bridge.on_message) as session,
     ):
         await session.initialize()
-        junk[:] = [0, []]  # a banner before the handshake is nothing an episode did
-
-        loop = asyncio.get_running_loop()
-        handling: set[asyncio.Task[None]] = set()
-
-        async def handle(conn: socket.socket) -> None:
-            """The connection's first line is a request, answered with one line; then it is closed.
-            The event loop's socket calls, not streams: fewer turns of the loop per request."""
-            with conn:
-                request = bytearray()
-                while True:
-                    chunk = await loop.sock_recv(conn, 1 << 16)
-                    request += chunk
-                    if not chunk or len(request) > MAX_REQUEST:
-                        return
-                    if b"\n" in chunk:
-                        break
-                reply = await answer(session, json.loads(request.partition(b"\n")[0]))
-                await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
-
-        async def accept(listener: socket.socket) -> None:
-            while True:
-                conn, _ = await loop.sock_accept(listener)
-                task = loop.create_task(handle(conn))
-                handling.add(task)  # held until it is done: the loop keeps only weak references
-                task.add_done_callback(handling.discard)
-
+        bridge.session = session
+        bridge.junk[:] = [0, []]  # a banner before the handshake is nothing an episode did
         with socket.socket() as listener:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             listener.bind(("127.0.0.1", port))
             listener.listen(64)
             listener.setblocking(False)
             open(ready, "x").close()
-            accepting = loop.create_task(accept(listener))
-            await done.wait()
+            accepting = asyncio.get_running_loop().create_task(bridge.accept(listener))
+            await bridge.done.wait()
             await asyncio.sleep(0.2)  # the failure's answer leaves first
             accepting.cancel()
 
