@@ -2,9 +2,9 @@
 `ClientSession` to the episode's stdio server and answers the env's requests on the container's own
 loopback (which nothing outside the container reaches; the sandbox has no network).
 
-The env reaches it through the sandbox's relay (`Sandbox.relay`): the sandbox's own agent connects to
-`PORT`, sends one JSON line and reads the bridge's one-line answer until the bridge closes the
-connection; no command runs, so a request costs a round trip to the agent. The bridge renders
+The env reaches it through the sandbox's relay (`Sandbox.relay`, `reply_ends="line"`): the sandbox's own
+agent sends one JSON line to `PORT` and reads the bridge's one-line answer, keeping its connection for
+the next request; no command runs, so a request costs a round trip to the agent. The bridge renders
 results there (`agentrl.mcp.rendering`, whose source travels with this one's), so a huge answer is
 clipped before it leaves the container. It is started by an exec that keeps it alive, with its code
 on the command line (no file for the agent to edit), and it runs under the container's own Python and
@@ -128,20 +128,23 @@ class _Bridge:
             return {"failure": "protocol", "message": f"{type(exc).__name__}: {text}"}
 
     async def handle(self, conn: socket.socket) -> None:
-        """The connection's first line is a request, answered with one line; then it is closed.
-        The event loop's socket calls, not streams: fewer turns of the loop per request."""
+        """Each line of the connection is a request, answered with one line, until the other end
+        closes it: the sandbox's agent keeps the connection between relays (`reply_ends` "line"), so
+        a request costs no connect and no accept. The event loop's socket calls, not streams: fewer
+        turns of the loop per request."""
         loop = asyncio.get_running_loop()
         with conn:
-            request = bytearray()
+            pending = bytearray()
             while True:
-                chunk = await loop.sock_recv(conn, 1 << 16)
-                request += chunk
-                if not chunk or len(request) > MAX_REQUEST:
-                    return
-                if b"\n" in chunk:
-                    break
-            reply = await self.answer(json.loads(request.partition(b"\n")[0]))
-            await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
+                while b"\n" not in pending:
+                    chunk = await loop.sock_recv(conn, 1 << 16)
+                    pending += chunk
+                    if not chunk or len(pending) > MAX_REQUEST:
+                        return
+                request, _, rest = bytes(pending).partition(b"\n")
+                pending[:] = rest
+                reply = await self.answer(json.loads(request))
+                await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
 
     async def accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()

@@ -46,7 +46,8 @@ class SandboxedServer:
     junk: tuple[int, list[str]] = (0, [])
 
     def request(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """One request to the bridge, through one relay of the sandbox to its port."""
+        """One request to the bridge, through one relay of the sandbox to its port: a line each way on the
+        connection the sandbox's agent keeps to the bridge."""
         from agentrl.sandbox_server import SandboxError
 
         try:
@@ -55,6 +56,7 @@ class SandboxedServer:
                 json.dumps(request) + "\n",
                 timeout_s=timeout_s + RELAY_MARGIN_S,
                 max_output_bytes=OUTPUT_BYTES,
+                reply_ends="line",
             )
         except (SandboxError, OSError) as exc:
             raise ServerFailure(

@@ -147,50 +147,76 @@ class Agent(Commands):
             os.unlink(path)
         return {}
 
+    def __init__(self, zygote):
+        super().__init__(zygote)
+        self.relays = {}  # port -> the connection kept by the last relay to it that asked ("line")
+
+    def op_reset(self, req):
+        self.drop_relays()
+        return super().op_reset(req)
+
+    def op_wipe(self, req):
+        self.drop_relays()
+        return super().op_wipe(req)
+
+    def drop_relays(self):
+        """Close every kept connection: the processes that listened are going."""
+        for conn in self.relays.values():
+            conn.close()
+        self.relays.clear()
+
     def op_relay(self, req):
-        """Send text to a port on the sandbox's own loopback and read what it answers until it closes
-        the connection: the agent's own socket, no shell and no process, so a request to a server in
-        the sandbox costs a round trip, not a command. Bounded: `max_output_bytes` kept (then the
-        connection is closed), `timeout_s` for the whole exchange. The agent connects as root, which
-        gives the listening process nothing: a TCP connection carries bytes, not rights."""
+        """Send text to a port on the sandbox's own loopback and read its answer: the agent's own
+        socket, no shell and no process, so a request to a server in the sandbox costs a round trip,
+        not a command. The answer ends where the port closes the connection, or (`reply_ends` "line")
+        at its first newline, and then the connection is kept for the next relay to the port, which
+        then costs no connect and no accept. Bounded: `max_output_bytes` kept (then the connection
+        is closed), `timeout_s` for the whole exchange. The agent connects as root, which gives the
+        listening process nothing: a TCP connection carries bytes, not rights."""
         start = time.monotonic()
         deadline = start + float(req["timeout_s"])
-        cap = int(req["max_output_bytes"])
+        port, line = int(req["port"]), req.get("reply_ends") == "line"
         answer = bytearray()
-        status, truncated = "ok", False
-        conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        status, truncated, keep = "ok", False, False
+        conn = self.kept_relay(port) if line else None
         try:
-            conn.settimeout(max(deadline - time.monotonic(), 0.001))
-            try:
-                conn.connect(("127.0.0.1", int(req["port"])))
-            except TimeoutError:
-                raise
-            except OSError:  # nothing listens (a listener just gone may answer a reset, not a refusal)
-                status = "refused"
-            else:
-                conn.sendall(req["data"].encode())
-                while True:
-                    conn.settimeout(max(deadline - time.monotonic(), 0.001))
-                    chunk = conn.recv(min(1 << 20, cap + 1 - len(answer)))
-                    if not chunk:
-                        break
-                    answer += chunk
-                    if len(answer) > cap:
-                        del answer[cap:]
-                        truncated = True
-                        break
+            if conn is None:
+                conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                try:
+                    conn.connect(("127.0.0.1", port))
+                except TimeoutError:
+                    raise
+                except OSError:  # nothing listens (a listener just gone may answer a reset, not a refusal)
+                    status = "refused"
+            if status == "ok":
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                conn.sendall(req["data"].encode(), socket.MSG_NOSIGNAL)  # a closed peer: a reset, not SIGPIPE
+                truncated, keep = read_answer(conn, answer, int(req["max_output_bytes"]), deadline, line)
         except TimeoutError:
             status = "timeout"
         except OSError:  # reset by the peer, or any other way the connection broke
             status = "reset"
         finally:
-            conn.close()
+            if keep:
+                self.relays[port] = conn
+            elif conn is not None:
+                conn.close()
         return {
             "status": status,
             "data_b64": base64.b64encode(answer).decode(),
             "truncated": truncated,
             "duration_ms": (time.monotonic() - start) * 1000.0,
         }
+
+    def kept_relay(self, port):
+        """The connection kept for `port`, unless the port closed it (or sent something unasked)
+        since: an idle connection with anything to read is no longer one answer per request."""
+        conn = self.relays.pop(port, None)
+        if conn is not None and select.select([conn], [], [], 0)[0]:
+            conn.close()
+            return None
+        return conn
 
     def op_hello(self, req):
         return {"pid": os.getpid(), "isolated": ISOLATED, "switched": SWITCH, "workdir": WORKDIR}
@@ -203,6 +229,27 @@ class Agent(Commands):
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": error_kind(exc)}
         reply["id"] = req.get("id")
         send(reply)
+
+
+def read_answer(conn, answer, cap, deadline, line):
+    """Read a relay's answer into `answer`: until the port closes the connection or, with `line`, through
+    the first newline; at most `cap` bytes kept. Returns (truncated, whether the connection may be kept:
+    a line ended the answer with nothing after it)."""
+    while True:
+        conn.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = conn.recv(min(1 << 20, cap + 1 - len(answer)))
+        if not chunk:
+            return False, False
+        seen = len(answer)
+        answer += chunk
+        end = answer.find(b"\n", seen) if line else -1
+        if 0 <= end < cap:
+            extra = len(answer) > end + 1
+            del answer[end + 1 :]
+            return False, not extra
+        if len(answer) > cap:
+            del answer[cap:]
+            return True, False
 
 
 def read_frames(requests):

@@ -335,6 +335,7 @@ class ExecResult(BaseModel):
 
 MAX_RELAY_DATA = 16 << 20
 RelayStatus = Literal["ok", "refused", "timeout", "reset"]
+RelayEnd = Literal["close", "line"]
 
 
 class RelayOptions(BaseModel):
@@ -349,6 +350,12 @@ class RelayOptions(BaseModel):
     max_output_bytes: Annotated[int, Strict(), Field(ge=1, le=64 << 20), WholeNumber] = Field(
         default=65536, description="the most of the answer kept; past it the connection is closed"
     )
+    reply_ends: RelayEnd = Field(
+        default="close",
+        description="close: the answer is all the port sends until it closes the connection; line: the "
+        "answer ends at its first newline and the agent keeps the connection open for the next relay "
+        "to the port (a server answering line after line on one connection), so it costs no new connection",
+    )
 
 
 DEFAULT_RELAY = RelayOptions()
@@ -359,6 +366,7 @@ class RelayArgs(TypedDict, total=False):
 
     timeout_s: float
     max_output_bytes: int
+    reply_ends: RelayEnd
 
 
 def relay_options(options: RelayOptions | None, changes: RelayArgs) -> RelayOptions:
@@ -375,7 +383,9 @@ class RelayRequest(RelayOptions):
     data: str = Field(max_length=MAX_RELAY_DATA, description="sent as UTF-8 once connected")
 
     def options(self) -> RelayOptions:
-        return RelayOptions.model_construct(timeout_s=self.timeout_s, max_output_bytes=self.max_output_bytes)
+        return RelayOptions.model_construct(
+            timeout_s=self.timeout_s, max_output_bytes=self.max_output_bytes, reply_ends=self.reply_ends
+        )
 
 
 class RelayResult(BaseModel):
@@ -383,7 +393,8 @@ class RelayResult(BaseModel):
     connection, or why there is no whole answer."""
 
     status: RelayStatus = Field(
-        description="ok: the port answered and closed the connection (or `max_output_bytes` arrived: "
+        description="ok: the port answered and closed the connection (with `reply_ends` line: or sent a "
+        "newline; or `max_output_bytes` arrived: "
         "`truncated`); refused: no connection could be made (nothing listens on the port); timeout: "
         "no end within `timeout_s`; reset: the connection broke once made"
     )

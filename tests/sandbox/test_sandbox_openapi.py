@@ -88,6 +88,11 @@ RELAY_BODIES = [
     {"port": 80, "data": "x", "max_output_bytes": 1.5},
     {"port": 80, "data": "x", "max_output_bytes": 2.0},
     {"port": 80, "data": "x", "host": "example.com"},
+    {"port": 80, "data": "x", "reply_ends": "line"},
+    {"port": 80, "data": "x", "reply_ends": "close"},
+    {"port": 80, "data": "x", "reply_ends": "lines"},
+    {"port": 80, "data": "x", "reply_ends": None},
+    {"port": 80, "data": "x", "reply_ends": True},
 ]
 SPEC_BODIES = [
     {},

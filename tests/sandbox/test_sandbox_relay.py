@@ -18,14 +18,22 @@ from agentrl.sandbox_server.wire.errors import InvalidRequest, SandboxNotFound
 pytestmark = pytest.mark.docker
 
 PORT = 5000
-# a line server: "big" answers 100,000 bytes, "hang" answers a little and never ends, anything else
-# comes back in capitals; each answer ends by closing the connection
-LINE_SERVER = f"""
+
+
+def listening(port: int, ready: str) -> str:
+    """The start of a server's program: it listens on `port`, then creates the file `ready`."""
+    return f"""
 import socket, threading, time
 server = socket.socket()
-server.bind(("127.0.0.1", {PORT}))
+server.bind(("127.0.0.1", {port}))
 server.listen()
-open("/tmp/up", "w").close()
+open("{ready}", "w").close()
+"""
+
+
+# a line server: "big" answers 100,000 bytes, "hang" answers a little and never ends, anything else
+# comes back in capitals; each answer ends by closing the connection
+LINE_SERVER = listening(PORT, "/tmp/up") + """
 def serve(conn):
     line = conn.makefile("rb").readline()
     if line == b"big\\n":
@@ -48,6 +56,29 @@ def start_line_server(sandbox) -> None:
     assert out.status == "ok", out
 
 
+KEPT_PORT = 5002
+# a server answering line after line on one connection, each answer numbered by its connection:
+# "bye" is answered and the connection closed, "two" is answered with two lines, "big" with a long line
+KEPT_SERVER = listening(KEPT_PORT, "/tmp/kept-up") + """
+def serve(conn, number):
+    for line in conn.makefile("rb"):
+        if line == b"two\\n":
+            conn.sendall(b"%d:one\\n%d:two\\n" % (number, number))
+            continue
+        conn.sendall(b"%d:" % number + (b"x" * 5000 + b"\\n" if line == b"big\\n" else line.upper()))
+        if line == b"bye\\n":
+            conn.close()
+            open("/tmp/closed", "w").close()
+            return
+    conn.close()
+number = 0
+while True:
+    conn = server.accept()[0]
+    number += 1
+    threading.Thread(target=serve, args=(conn, number), daemon=True).start()
+"""
+
+
 def test_a_relay_answers_what_a_kept_server_says_within_its_bounds(sandbox):
     assert sandbox.relay(PORT, "hello\n").status == "refused"  # nothing listens yet
     start_line_server(sandbox)
@@ -67,6 +98,31 @@ def test_a_relay_answers_what_a_kept_server_says_within_its_bounds(sandbox):
             sandbox.relay(port, "x\n")
     with pytest.raises(InvalidRequest):
         sandbox.relay(PORT, "x\n", max_output_bytes=0)
+
+
+def test_a_relay_that_asks_for_lines_keeps_its_connection_for_the_next(sandbox):
+    up = "until [ -e /tmp/kept-up ]; do sleep 0.01; done"
+    start = f"python3 -c {shlex.quote(KEPT_SERVER)} >/dev/null 2>&1 & {up}"
+    assert sandbox.exec(start, keep_alive=True, timeout_s=30).status == "ok"
+    until_closed = "until [ -e /tmp/closed ]; do sleep 0.01; done"
+
+    def line(text: str, **changes) -> tuple[str, str, bool]:
+        out = sandbox.relay(KEPT_PORT, text, reply_ends="line", **changes)
+        return out.status, out.data, out.truncated
+
+    assert [line("a\n"), line("b\n")] == [("ok", "1:A\n", False), ("ok", "1:B\n", False)]  # one connection
+    assert line("bye\n") == ("ok", "1:BYE\n", False)  # answered, then the server closed it
+    assert sandbox.exec(until_closed, timeout_s=30).status == "ok"
+    assert line("c\n") == ("ok", "2:C\n", False)  # the closed connection was replaced
+    assert line("two\n") == ("ok", "2:one\n", False)  # through the first newline; the rest is dropped
+    assert line("d\n") == ("ok", "3:D\n", False)  # ... with its connection: no stale line comes back
+    assert line("big\n", max_output_bytes=100) == ("ok", "3:" + "x" * 98, True)
+    assert line("e\n") == ("ok", "4:E\n", False)
+    sandbox.reset_processes()  # the server goes, and the kept connection with it
+    assert line("f\n")[0] == "refused"
+    assert sandbox.relay(KEPT_PORT, "x\n", reply_ends="close").status == "refused"
+    with pytest.raises(InvalidRequest):
+        sandbox.relay(KEPT_PORT, "x\n", reply_ends="lines")
 
 
 def test_a_relay_under_way_ends_with_its_sandbox(backend):
