@@ -23,6 +23,16 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def step_actions(env: Any, actions: list[str]) -> tuple[float, dict[str, Any]]:
+    """Step a reset episode with `actions` until it ends (or they run out): its last reward and info."""
+    reward, info = 0.0, {}
+    for action in actions:
+        _, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    return reward, info
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1: tests only ever listen on and talk to loopback."""
     with socket.socket() as s:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from support import step_actions
+
 from agentrl.code_envs.bash_env import BashEnv
 from agentrl.code_envs.code_env import CodeEnv
 from agentrl.code_envs.tasks import Task, as_action
@@ -44,12 +46,7 @@ def play(
     env: Any, family: str, actions: list[str], seed: int = 0, split: str = "train"
 ) -> tuple[float, dict]:
     env.reset(seed=seed, options={"family": family, "split": split})
-    reward, info = 0.0, {}
-    for action in actions:
-        _, reward, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
-            break
-    return reward, info
+    return step_actions(env, actions)
 
 
 Policy = Callable[[Task], list[str]]

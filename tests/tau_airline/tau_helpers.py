@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from support import step_actions
+
 DATA = Path(__file__).parent / "data"
 DATA_TAU2 = Path(__file__).parent / "data_tau2"  # the same invented domain in τ²-bench's layout
 TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
@@ -31,11 +33,6 @@ def run_tool(env: Any, name: str, **arguments: Any) -> dict[str, Any]:
 def play_actions(env: Any, actions: list[str]) -> tuple[float, dict[str, Any]]:
     """Step a reset episode with `actions` until it ends, then close it: its last reward and info."""
     try:
-        reward, info = 0.0, {}
-        for action in actions:
-            _, reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        return reward, info
+        return step_actions(env, actions)
     finally:
         env.close()
