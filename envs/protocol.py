@@ -31,8 +31,8 @@ import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag
 
 from agentrl.core.results import StepResult
-from agentrl.sandbox_server.wire.openapi import WholeNumber
 from agentrl.serving.names import HolderState
+from agentrl.serving.openapi import WholeNumber
 from agentrl.wire_errors import *  # noqa: F403 - the wire format's errors, re-exported whole (its __all__)
 
 API_PREFIX = "/v1"

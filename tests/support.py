@@ -7,9 +7,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from agentrl.serving.runner import ServerThread
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -76,29 +79,22 @@ class AppServer:
     """
 
     def __init__(self, app: Any, token: str | None = None) -> None:
-        import uvicorn
-
-        from agentrl.serving.runner import uvicorn_config
-
         self.app = app
         self.token = token
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=self.port))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.served: ServerThread | None = None
 
     def __enter__(self) -> AppServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
+        from agentrl.serving.runner import ServerThread, uvicorn_config
+
+        self.served = ServerThread(uvicorn_config(self.app, host="127.0.0.1", port=self.port),
+                                   "the test server", startup_timeout_s=30)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        if self.served is not None:
+            self.served.stop(timeout_s=30)
 
 
 def chat_app(requests: list[dict[str, Any]], answer: Callable[[dict[str, Any]], str]) -> Any:

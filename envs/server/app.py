@@ -49,7 +49,6 @@ from agentrl.protocol import (
     encode_results,
 )
 from agentrl.registration import env_package, load_env_class
-from agentrl.sandbox_server.wire.openapi import allowed_methods
 from agentrl.server import collector
 from agentrl.server.call_answers import ApiError
 from agentrl.server.config import ServerConfig
@@ -63,6 +62,7 @@ from agentrl.server.step_socket import StepSocket
 from agentrl.server.ui.page import mount_ui
 from agentrl.server.ui.watch import watch_router
 from agentrl.serving.apps import ErrorHandler, server_app
+from agentrl.serving.openapi import allowed_methods
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422, 429, 503)

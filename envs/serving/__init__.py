@@ -29,4 +29,7 @@ replay a lost holder's work elsewhere. What the servers share:
 - `agentrl.serving.apps`: what every server's app is made of: its Prometheus registry of its own
   (`ServerMetrics`) and the FastAPI app around the server's routes, errors, middleware and lifespan
   (`server_app`).
+- `agentrl.serving.openapi`: what keeps every server's OpenAPI document true: integers as JSON Schema
+  has them (`WholeNumber`, free of any web framework: the protocol uses it) and the `Allow` of a 405
+  (`allowed_methods`).
 """

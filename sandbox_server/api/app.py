@@ -26,8 +26,8 @@ from agentrl.sandbox_server.api.server_state import ServerState
 from agentrl.sandbox_server.sandboxes.backend import Backend
 from agentrl.sandbox_server.wire.errors import DiskFull, SandboxError
 from agentrl.sandbox_server.wire.models import ErrorResponse
-from agentrl.sandbox_server.wire.openapi import allowed_methods
 from agentrl.serving.apps import ErrorHandler, server_app
+from agentrl.serving.openapi import allowed_methods
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 410, 413, 429, 502, 503, 507)

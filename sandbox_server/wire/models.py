@@ -22,7 +22,7 @@ from pydantic import (
 
 from agentrl.sandbox_server.wire.errors import InvalidRequest
 from agentrl.sandbox_server.wire.languages import LANGUAGES
-from agentrl.sandbox_server.wire.openapi import WholeNumber
+from agentrl.serving.openapi import WholeNumber
 
 DEFAULT_IMAGE = "agentrl-sandbox:latest"
 WORKDIR = "/workspace"

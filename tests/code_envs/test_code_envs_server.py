@@ -81,26 +81,16 @@ def test_expired_episode_deletes_its_container(base_url, cold_backend):
 @pytest.fixture(scope="module")
 def sandbox_server_url(docker_backend) -> Iterator[str]:
     """`agentrl sandbox serve`'s app on loopback, over its own Docker backend."""
-    import threading
-
-    import uvicorn
-
     from agentrl.sandbox_server import DockerBackend, create_app
     from agentrl.server.local import free_port
-    from agentrl.serving.runner import uvicorn_config
+    from agentrl.serving.runner import ServerThread, uvicorn_config
 
     backend = DockerBackend(pool_size=2)
     port = free_port()
-    server = uvicorn.Server(uvicorn_config(create_app(backend), host="127.0.0.1", port=port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the sandbox server did not start"
-        time.sleep(0.01)
+    served = ServerThread(uvicorn_config(create_app(backend), host="127.0.0.1", port=port),
+                          "the sandbox server", startup_timeout_s=20)
     yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    served.stop(timeout_s=10)
     backend.close()
 
 

@@ -1,7 +1,8 @@
 """What keeps a FastAPI app's OpenAPI document true where FastAPI and pydantic alone would not.
 
-Two gaps, shared by both servers (the episode server imports this module; the sandbox server imports
-nothing of the rest of agentrl, so the shared piece lives here, free of FastAPI):
+Two gaps, shared by every server (the episode server's protocol and the sandbox server's wire models
+use `WholeNumber`, both apps `allowed_methods`). The module imports no web framework when it is
+imported, since the protocol, which clients import too, imports it:
 
 - JSON Schema's `integer` admits `3` and `3.0` and nothing else, while pydantic's lax `int` also
   takes `true` and `"3"` and its strict one refuses `3.0`. `WholeNumber` makes a strict int take
@@ -18,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BeforeValidator
+
+__all__ = ["HTTP_METHODS", "WholeNumber", "allowed_methods"]
 
 
 def _whole_float_as_int(value: Any) -> Any:
