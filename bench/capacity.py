@@ -45,11 +45,12 @@ from agentrl.client import AsyncEnvClient
 from agentrl.client.cluster import REFRESH_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cluster as cluster_bench  # bench/cluster.py: servers on loopback, their pids, memory readings
 import replay as replay_bench  # bench/replay.py: one replay at a time
+from cluster import holders_memory  # bench/cluster.py: what each holder holds
 from measuring import server_cpu_s  # bench/measuring.py
+from processes import answers  # bench/processes.py: whether a server or a cluster is up
+from serving import ECHO, FLIGHTS, action, holder_pid, holders, served  # bench/serving.py
 
-ECHO, FLIGHTS = cluster_bench.ECHO, cluster_bench.FLIGHTS
 ENVS = (ECHO, FLIGHTS)
 AIM_RATIO = 0.2  # the projection for 1 and 2 processes within 20% of the measured figure
 NODES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
@@ -73,7 +74,7 @@ async def measure_rate(url: str, env_id: str, episodes: int, steps: int, seconds
     """`episodes` coroutines stepping episodes of `steps` steps for `seconds` (an episode that ends
     is closed and made again, `per_seed` episodes to a seed, as a rollout's groups make them); the
     servers' and this process's CPU over the window."""
-    pids = [cluster_bench._holder_pid(h_url) for _, h_url in cluster_bench._holders(url)]
+    pids = [holder_pid(h_url) for _, h_url in holders(url)]
     client = AsyncEnvClient(url)
     seeds = itertools.count()
     made = await asyncio.gather(*(client.create_episode(env_id, seed=next(seeds) // per_seed)
@@ -83,7 +84,7 @@ async def measure_rate(url: str, env_id: str, episodes: int, steps: int, seconds
     async def one(episode_id: str) -> None:
         i = 0
         while time.perf_counter() < stop_at:
-            result = await client.step(episode_id, cluster_bench.action(env_id, i))
+            result = await client.step(episode_id, action(env_id, i))
             count[0] += 1
             i += 1
             if result.terminated or result.truncated or i == steps:
@@ -192,17 +193,17 @@ def plot(rows: list[dict[str, float]], rollout: Rollout, needed: int, path: Path
 def measure(args: argparse.Namespace) -> tuple[dict[str, dict[str, float]], dict[str, Rate], int]:
     """Every figure of the model (per env), the 2-process rates, and a map entry's bytes."""
     per_env: dict[str, dict[str, float]] = {}
-    with cluster_bench.served("single", ENVS) as url:
+    with served("single", ENVS) as url:
         for env_id in ENVS:
             rate = asyncio.run(measure_rate(url, env_id, args.episodes, args.steps, args.seconds))
             per_env[env_id] = {"steps_s": rate.steps_s, "server_ms": rate.server_ms,
                                "client_ms": rate.client_ms,
                                "create_ms": asyncio.run(create_ms(url, env_id, args.creates))}
-        rows = asyncio.run(cluster_bench._memory(url, args.memory_episodes, 8))
+        rows = asyncio.run(holders_memory(url, args.memory_episodes, 8))
         (_, live, warm, loaded), = rows
         per_env[FLIGHTS]["mb_per_episode"] = (loaded["held"] - warm["held"]) / max(live, 1) / 1024
     two: dict[str, Rate] = {}
-    with cluster_bench.served("processes", ENVS) as url:
+    with served("processes", ENVS) as url:
         for env_id in ENVS:
             two[env_id] = asyncio.run(measure_rate(url, env_id, args.episodes, args.steps, args.seconds))
         entry_bytes = len(httpx.get(url, timeout=10).content) // 2
@@ -216,7 +217,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, dict[str, float]], dict
 
 def _wait_up(url: str, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
-    while not cluster_bench.processes.answers(url):
+    while not answers(url):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the cluster at {url} did not come back in {timeout_s} s")
         time.sleep(0.2)

@@ -76,17 +76,12 @@ from chaos_sandboxes import (  # bench/chaos_sandboxes.py: the Docker parts
     run_session,
     sandbox_cluster,
 )
-from cluster import _holder_pid  # bench/cluster.py: the process listening on a holder's port
+from serving import ECHO, FLIGHTS, call, holder_pid  # bench/serving.py: env ids, tool calls, holder pids
 
-ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
 RECOVERY_S = 2.0  # steps in flight at a kill or begun this long after it count as "during recovery"
 MIN_KILLS, QUICK_MIN_KILLS = 20, 3  # what a full and a quick run must reach
 MAX_SECONDS = 1800.0  # a run that has not reached its counts by then stops
 BASH_EVERY = 16  # with Docker, episode k is a Bash-v0 one where k % BASH_EVERY == BASH_EVERY - 1
-
-
-def _call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def script(env_id: str, seed: int, first_observation: str) -> list[str]:
@@ -95,14 +90,14 @@ def script(env_id: str, seed: int, first_observation: str) -> list[str]:
     if env_id == BASH:
         return bash_script(seed)
     if env_id == ECHO:
-        pool = [_call("echo", text=f"{seed}-{i}") for i in range(3)] + ["no call here", "<tool_call>{bad"]
+        pool = [call("echo", text=f"{seed}-{i}") for i in range(3)] + ["no call here", "<tool_call>{bad"]
         steps = [pool[(seed + i) % len(pool)] for i in range(3 + seed % 4)]
         word = first_observation.split("'")[1] if seed % 2 == 0 else "wrong"
-        return [*steps, _call("finish", answer=word)]
-    pool = [_call("search_flights", origin="JFK", destination="LAX", date=f"2025-03-{seed % 28 + 1:02d}"),
-            _call("search_flights", origin="SFO", destination="ORD", date="2025-04-11"),
+        return [*steps, call("finish", answer=word)]
+    pool = [call("search_flights", origin="JFK", destination="LAX", date=f"2025-03-{seed % 28 + 1:02d}"),
+            call("search_flights", origin="SFO", destination="ORD", date="2025-04-11"),
             "<tool_call>{not json</tool_call>", "thinking out loud",
-            _call("search_flights", origin="BOS", destination="SEA", date=f"2025-05-{seed % 20 + 1:02d}")]
+            call("search_flights", origin="BOS", destination="SEA", date=f"2025-05-{seed % 20 + 1:02d}")]
     return [pool[(seed + i) % len(pool)] for i in range(4 + seed % 5)]
 
 
@@ -224,7 +219,7 @@ async def _killer(url: str, run: Run, kills: list[tuple[float, str]], every_s: f
                 return
             victim = rng.choice([h for h in up if busy(h)] or up)
             try:
-                pid = await asyncio.to_thread(_holder_pid, victim["url"])
+                pid = await asyncio.to_thread(holder_pid, victim["url"])
             except RuntimeError:  # the map still calls it up after it went: the next period tries again
                 continue
             os.kill(pid, signal.SIGKILL)

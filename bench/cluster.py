@@ -52,7 +52,7 @@ import re
 import signal
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,45 +64,23 @@ from rich.table import Table
 
 from agentrl.client import AsyncEnvClient
 from agentrl.client.cluster import EpisodeLostError
-from agentrl.server.local import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import client_processes  # bench/client_processes.py: clients in processes of their own, both sides' CPU
-import processes  # bench/processes.py: servers started, awaited and stopped
 import sandbox_processes  # bench/sandbox_processes.py: a sandbox server on a free loopback port
 from measuring import memory_kib, yes  # bench/measuring.py
+from serving import (  # bench/serving.py: the servers and clusters started, their holders' processes
+    ECHO,
+    FLIGHTS,
+    SERVER_PROCESSES,
+    action,
+    call,
+    holder_pid,
+    holders,
+    served,
+)
 
-ECHO, FLIGHTS, BASH = "agentrl/Echo-v0", "agentrl/Flights-v0", "agentrl/Bash-v0"
-SERVER_PROCESSES = 2  # of a cluster in these rows (`--processes 2`, two Ray actors)
-RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
-           "RAY_USAGE_STATS_ENABLED": "0"}
-
-
-def action(env_id: str, i: int) -> str:
-    if env_id == ECHO:
-        return f'<tool_call>{{"name": "echo", "arguments": {{"text": "step {i}"}}}}</tool_call>'
-    return ('<tool_call>{"name": "search_flights", "arguments": {"origin": "JFK", "destination": "LAX", '
-            f'"date": "2025-03-{i % 28 + 1:02d}"}}}}</tool_call>')
-
-
-@contextmanager
-def served(kind: str, envs: tuple[str, ...], extra: tuple[str, ...] = ()):
-    """A server (`single`), a cluster of two processes (`processes`) or of two Ray actors (`ray`) on a
-    free loopback port, given `extra` arguments too; yields the URL a client is given."""
-    port = free_port()
-    args = [sys.executable, "-m", "agentrl", "serve", "--port", str(port), "--no-ui",
-            "--max-episodes", "2048", "--idle-ttl", "7200"]
-    if kind != "single":
-        args += ["--processes", str(SERVER_PROCESSES)]
-    if kind == "ray":
-        args += ["--ray"]
-    for env_id in envs:
-        args += ["--env", env_id]
-    args += list(extra)
-    base = f"http://127.0.0.1:{port}"
-    url = base if kind == "single" else f"{base}/v1/cluster"
-    with processes.started(args, lambda: processes.answers(url), env={**os.environ, **RAY_ENV}):
-        yield url
+BASH = "agentrl/Bash-v0"
 
 
 async def _drive_steps(url: str, env_id: str, first: int, episodes: int, seconds: float,
@@ -165,29 +143,11 @@ class Throughput:
 
 def steps_per_s(url: str, env_id: str, episodes: int, seconds: float, clients: int) -> Throughput:
     """Steps/s of `episodes` episodes stepping for `seconds`, split over `clients` client processes."""
-    pids = [_holder_pid(h_url) for _, h_url in _holders(url)]
+    pids = [holder_pid(h_url) for _, h_url in holders(url)]
     shares = [(url, env_id, first, n, seconds) for first, n in client_processes.split(episodes, clients)]
     window = client_processes.run(_drive_steps, shares, pids)
     return Throughput(sum(r["steps"] / r["elapsed"] for r in window.results),
                       sum(r["steps"] for r in window.results), window)
-
-
-def _holder_pid(url: str) -> int:
-    port = int(url.rsplit(":", 1)[1])
-    sockets = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-                sockets.add(f"socket:[{f[9]}]")
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if any(os.readlink(fd) in sockets for fd in (entry / "fd").iterdir()):
-                    return int(entry.name)
-            except OSError:
-                continue
-    raise RuntimeError(f"no process listens on {port}")
 
 
 async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> dict[str, float]:
@@ -219,7 +179,7 @@ async def _kill_run(url: str, env_id: str, episodes: int, steps_before: int) -> 
                 victim = made.episode_id.partition(".")[0]
                 holder = next(h for h in client.cluster.router.map.values() if h.holder == victim)
                 kill_at[0] = time.perf_counter()
-                os.kill(_holder_pid(holder.url), signal.SIGKILL)
+                os.kill(holder_pid(holder.url), signal.SIGKILL)
             if result.terminated or result.truncated:
                 await client.close_episode(made.episode_id)
                 made = await client.create_episode(env_id, seed=k + 1000 * (i + 1))
@@ -243,11 +203,6 @@ def _replay_cost(stats: Any) -> dict[str, Any]:
             "create_ms": stats.create_seconds / max(stats.episodes, 1) * 1e3}
 
 
-def bash_call(command: str) -> str:
-    call = {"name": "execute_bash", "arguments": {"command": command}}
-    return f"<tool_call>{json.dumps(call)}</tool_call>"
-
-
 def bash_script(k: int, steps: int, clocked: bool) -> tuple[list[str], str]:
     """Episode `k`'s `steps` actions, and what its last one must print: the shell variable, working
     directory and file its first step set, and how many lines the steps between appended. Step 1
@@ -256,7 +211,7 @@ def bash_script(k: int, steps: int, clocked: bool) -> tuple[list[str], str]:
     actions = [first, "date +%s%N" if clocked else "ls w"]
     actions += [f"echo {i} >> w/log && wc -l < w/log" for i in range(2, steps - 1)]
     actions.append('echo "$N:$(pwd):$(cat w/f):$(wc -l < w/log)"')
-    return [bash_call(a) for a in actions], f"ep{k}:/workspace:line{k}:{steps - 3}"
+    return [call("execute_bash", command=a) for a in actions], f"ep{k}:/workspace:line{k}:{steps - 3}"
 
 
 def lost_reason(reason: str) -> str:
@@ -304,7 +259,7 @@ async def _bash_kill_run(url: str, episodes: int, steps: int, kill_after: int) -
                 if i == kill_after and k == 0:
                     victim = eid.partition(".")[0]
                     holder = next(h for h in client.cluster.router.map.values() if h.holder == victim)
-                    os.kill(_holder_pid(holder.url), signal.SIGKILL)
+                    os.kill(holder_pid(holder.url), signal.SIGKILL)
                 if result.terminated or result.truncated:
                     raise RuntimeError(f"Bash-v0 episode {eid} ended at step {i + 1} of {steps}")
             if want not in result.observation:
@@ -347,25 +302,18 @@ def bash_kill_table(episodes: int, steps: int, kill_after: int) -> tuple[Table, 
     return table, got["silent"]
 
 
-def _holders(url: str) -> list[tuple[str, str]]:
-    """(name, URL) of each holder: the cluster's, or the one server itself."""
-    if not url.endswith("/v1/cluster"):
-        return [("server", url)]
-    return [(h["holder"], h["url"]) for h in httpx.get(url, timeout=10).json()["holders"]]
-
-
-async def _memory(url: str, episodes: int,
+async def holders_memory(url: str, episodes: int,
                   per_world: int) -> list[tuple[str, int, dict[str, int], dict[str, int]]]:
     """What each holder holds warm (one episode of a seed outside the run's made and closed on it:
     the env's modules and statements loaded, as in a server that has served) and with `episodes`
     live Flights-v0 episodes split over the holders, `per_world` episodes to a seed (a world and its
     task), created 64 at a time through one AsyncEnvClient: (holder, its episodes, warm KiB, loaded
     KiB), each as `measuring.memory_kib` reads them (RSS and held)."""
-    holders = _holders(url)
-    for _name, h_url in holders:
+    listed = holders(url)
+    for _name, h_url in listed:
         async with AsyncEnvClient(h_url) as warm:
             await warm.close_episode((await warm.create_episode(FLIGHTS, seed=10**6)).episode_id)
-    warm_kib = {name: memory_kib(_holder_pid(h_url)) for name, h_url in holders}
+    warm_kib = {name: memory_kib(holder_pid(h_url)) for name, h_url in listed}
     client = AsyncEnvClient(url)
     gate = asyncio.Semaphore(64)
 
@@ -375,9 +323,9 @@ async def _memory(url: str, episodes: int,
 
     made = await asyncio.gather(*(make(k) for k in range(episodes)))
     rows = []
-    for name, h_url in holders:
+    for name, h_url in listed:
         live = httpx.get(f"{h_url}/health", timeout=10).json()["live_episodes"]
-        rows.append((name, int(live), warm_kib[name], memory_kib(_holder_pid(h_url))))
+        rows.append((name, int(live), warm_kib[name], memory_kib(holder_pid(h_url))))
     for gates in range(0, len(made), 64):
         await asyncio.gather(*(client.close_episode(e) for e in made[gates:gates + 64]))
     await client.aclose()
@@ -401,7 +349,7 @@ def memory_table(episodes: int) -> Table:
     for shape, per_world in MEMORY_SHAPES.items():
         for kind in ("single", "processes"):
             with served(kind, (FLIGHTS,)) as url:
-                for name, live, warm, loaded in asyncio.run(_memory(url, episodes, per_world)):
+                for name, live, warm, loaded in asyncio.run(holders_memory(url, episodes, per_world)):
                     held_k, rss_k = ((loaded[k] - warm[k]) / max(live, 1) * 1000 / 1024
                                      for k in ("held", "rss"))
                     aim = yes(held_k <= MEMORY_AIM_MB * 1000) if per_world > 1 else "-"

@@ -36,7 +36,7 @@ import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster import ECHO, FLIGHTS, _holder_pid, action, served  # bench/cluster.py
+from serving import ECHO, FLIGHTS, action, holder_pid, served  # bench/serving.py
 
 
 def in_process_step_s(env_id: str, episodes: int, steps: int) -> float:
@@ -68,7 +68,7 @@ async def replay_alone(url: str, env_id: str, episodes: int, steps: int) -> dict
             await client.step(episode.episode_id, action(env_id, i))
             live.append(time.perf_counter() - began)
     victim = router.recipes[made[0].episode_id].holder
-    os.kill(_holder_pid(router.map[victim].url), signal.SIGKILL)
+    os.kill(holder_pid(router.map[victim].url), signal.SIGKILL)
     creates, per_step, calls, lost = [], [], [], 0
     for episode in made:
         before = dataclasses.replace(router.stats)
