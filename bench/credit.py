@@ -44,8 +44,10 @@ from agentrl.agent_train.train import train
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recipes import (  # bench/recipes.py: what this bench and two_stage.py agree on
     RECIPES,
+    add_sft_arguments,
     grpo_config,
     sft_config,
+    sft_stage,
     starting_policy,
     z_score,
 )
@@ -95,10 +97,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--budget", type=int, default=None, help="generated tokens per mode (forks included)")
     parser.add_argument("--max-steps", type=int, default=None, help="a cap on steps whatever the budget")
-    parser.add_argument("--sft-episodes", type=int, default=None)
-    parser.add_argument("--sft-epochs", type=int, default=1)
-    parser.add_argument("--sft-lr", type=float, default=2e-4)
-    parser.add_argument("--sft-batch", type=int, default=4, help="SFT episodes per optimizer step")
+    add_sft_arguments(parser)
     parser.add_argument(
         "--sft-checkpoint",
         default=None,
@@ -122,7 +121,7 @@ def main() -> None:
     model_spec = args.model or ("tiny:1x32" if quick else "smollm2")
     budget = args.budget or (1500 if quick else 2_400)
     max_steps = args.max_steps or (3 if quick else 400)
-    n_sft = args.sft_episodes or (16 if quick else 32)
+    stage_sft = sft_stage(recipe, args, quick)
     n_eval = args.eval_episodes or (8 if quick else 200)
     modes = [m for m in args.modes.split(",") if m]
     torch.set_num_threads(args.threads)
@@ -137,18 +136,10 @@ def main() -> None:
         sft_note = f"SFT checkpoint {args.sft_checkpoint}"
     else:
         data = out / f"{recipe.name}_oracle.jsonl"
-        counts = recipe.export_sft(data, n_sft)
+        counts = recipe.export_sft(data, stage_sft.episodes)
         policy, tokenizer = starting_policy(model_spec, recipe, args.device)
         sft(
-            sft_config(
-                recipe,
-                data,
-                out / "sft",
-                epochs=args.sft_epochs,
-                lr=args.sft_lr,
-                micro_batch=args.sft_batch,
-                device=args.device,
-            ),
+            sft_config(recipe, stage_sft, data, out / "sft", args.device),
             policy=policy,
             tokenizer=tokenizer,
         )

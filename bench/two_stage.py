@@ -8,8 +8,8 @@ GRPO from the SFT checkpoint, on Search-v0 or Flights-v0 (`bench/recipes.py` say
     python bench/two_stage.py --env flights --device cuda --budget-s 480   # a job with a time limit
 
 With `--budget-s`, GRPO gets what the run has left once the last evaluation's time (the SFT
-evaluation's, times 1.25) is set aside, and stops between steps when that is spent; the figures so
-far are written after every stage, so a run stopped from outside keeps what it measured.
+evaluation's, times 1.25) is set aside, and stops between steps when that is spent; the figures and
+the plot so far are written after every stage, so a run stopped from outside keeps what it measured.
 
 Every evaluation runs on the test split (tasks never trained on, disjoint by construction; the task
 overlap is printed), with the same env and sampling seeds at every stage. SFT data comes from the
@@ -45,8 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recipes import (  # bench/recipes.py: what this bench and credit.py agree on
     RECIPES,
     Recipe,
+    add_sft_arguments,
     grpo_config,
     sft_config,
+    sft_stage,
     starting_policy,
     z_score,
 )
@@ -145,10 +147,7 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="default: smollm2 (tiny:1x32 with --quick)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--backend", default="hf", help="generation: hf (transformers) or vllm (GPU)")
-    parser.add_argument("--sft-episodes", type=int, default=None, help="oracle episodes (train split)")
-    parser.add_argument("--sft-epochs", type=int, default=2)
-    parser.add_argument("--sft-lr", type=float, default=5e-5)
-    parser.add_argument("--sft-batch", type=int, default=8, help="episodes per SFT optimizer step")
+    add_sft_arguments(parser)
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per stage")
     parser.add_argument("--grpo-steps", type=int, default=None)
     parser.add_argument("--groups", type=int, default=4, help="tasks per GRPO step")
@@ -167,7 +166,7 @@ def main() -> None:
     recipe = RECIPES[args.env]
     quick = args.quick
     model_spec = args.model or ("tiny:1x32" if quick else "smollm2")
-    n_sft = args.sft_episodes or (16 if quick else 256)
+    stage_sft = sft_stage(recipe, args, quick)
     n_eval = args.eval_episodes or (8 if quick else 200)
     n_base = args.base_episodes if args.base_episodes is not None else n_eval
     steps = args.grpo_steps if args.grpo_steps is not None else (2 if quick else 20)
@@ -184,7 +183,7 @@ def main() -> None:
 
     t = time.perf_counter()
     data = out / f"{recipe.name}_oracle.jsonl"
-    counts = recipe.export_sft(data, n_sft)
+    counts = recipe.export_sft(data, stage_sft.episodes)
     walls["oracle export"] = time.perf_counter() - t
     console.print(f"oracle episodes (train split): {counts}")
 
@@ -206,6 +205,8 @@ def main() -> None:
         backend=args.backend,
     )
     stages: list[dict[str, Any]] = []
+    curves: dict[str, list[dict]] = {"sft": [], "grpo": []}  # each stage's metrics rows once it ran
+    png = out / "two_stage.png"
 
     def stage(name: str, wall: str, episodes: int) -> None:
         t = time.perf_counter()
@@ -228,21 +229,14 @@ def main() -> None:
             f"{walls[wall]:.0f} s)"
         )
         write_figures(out / "two_stage.json", recipe, args, model_spec, stages, {}, walls, {})
+        plot(png, [(s["name"], s["success"]) for s in stages], curves["sft"], curves["grpo"])
 
     if n_base:
         stage("base", "base eval", n_base)
 
     t = time.perf_counter()
-    sft_cfg = sft_config(
-        recipe,
-        data,
-        out / "sft",
-        epochs=args.sft_epochs,
-        lr=args.sft_lr,
-        micro_batch=args.sft_batch,
-        device=args.device,
-    )
-    sft_result = sft(sft_cfg, policy=policy, tokenizer=tokenizer)
+    sft_cfg = sft_config(recipe, stage_sft, data, out / "sft", args.device)
+    curves["sft"] = sft(sft_cfg, policy=policy, tokenizer=tokenizer)["metrics"]
     walls["sft"] = time.perf_counter() - t
     stage("after SFT", "sft eval", n_eval)
 
@@ -263,6 +257,7 @@ def main() -> None:
             tokenizer=tokenizer,
         )
         walls["grpo"] = time.perf_counter() - t
+        curves["grpo"] = grpo["metrics"]
         stage(
             f"after GRPO ({grpo['steps']} steps)" if grpo["steps"] < steps else "after GRPO",
             "grpo eval",
@@ -297,7 +292,8 @@ def main() -> None:
             by_family.add_row(name, str(n), *(f"{per_family[name].get(s['name'], 0.0):.2f}" for s in stages))
         console.print(by_family)
     console.print(
-        f"SFT: {counts['written']} oracle episodes of {n_sft} train seeds, {sft_cfg.epochs} epochs, "
+        f"SFT: {counts['written']} oracle episodes of {stage_sft.episodes} train seeds, "
+        f"{sft_cfg.epochs} epochs, "
         f"lr {sft_cfg.lr} | GRPO: {grpo.get('steps', 0)} of {steps} steps x {args.groups} tasks x "
         f"{args.group_size}, lr {cfg.lr} | "
         f"held-out task ids: {len(held_out)}, GRPO's: {grpo.get('tasks', {})} | wall: "
@@ -307,8 +303,7 @@ def main() -> None:
         f"machine: {platform.machine()} | {os.cpu_count()} cores | device {args.device} | "
         f"torch {torch.__version__} threads={torch.get_num_threads()} | python {platform.python_version()}"
     )
-    png = out / "two_stage.png"
-    plot(png, [(s["name"], s["success"]) for s in stages], sft_result["metrics"], grpo["metrics"])
+    plot(png, [(s["name"], s["success"]) for s in stages], curves["sft"], curves["grpo"])
     write_figures(out / "two_stage.json", recipe, args, model_spec, stages, per_family, walls, grpo)
     console.print(f"curves: {png}")
 
