@@ -18,7 +18,6 @@ replay that loses the shell's state or a file shows in the last exec's line.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 
 import processes  # bench/processes.py: servers started, awaited and stopped
 
+from agentrl.core import tool_call as _call
 from agentrl.sandbox_server import AsyncSandboxCluster
 
 BASH = "agentrl/Bash-v0"
@@ -44,10 +44,6 @@ def docker_running() -> bool:
     if shutil.which("docker") is None:
         return False
     return subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0
-
-
-def _call(name: str, **arguments: object) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def bash_script(seed: int) -> list[str]:

@@ -19,7 +19,6 @@ with the listing script the envs use, interleaved in one episode.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -37,15 +36,12 @@ import agentrl  # noqa: F401  (registers the envs)
 from agentrl.code_envs import base_env
 from agentrl.code_envs.bash_env import BashEnv
 from agentrl.code_envs.workspace import LISTING_COMMAND, LISTING_MAX_BYTES, listing, read_listing
+from agentrl.core import tool_call as call
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 
 console = Console(width=120)
 FAMILY = "log_errors"
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def timed(fn: Callable[[], Any], n: int, pause_s: float = 0.0) -> np.ndarray:

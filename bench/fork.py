@@ -31,7 +31,8 @@ from rich.table import Table
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.client import EnvClient
-from agentrl.flights.oracle import call, parse_request
+from agentrl.core import tool_call as call
+from agentrl.flights.oracle import parse_request
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread
 

@@ -31,6 +31,8 @@ from agentrl.serving.children import free_port
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import processes  # bench/processes.py: servers started, awaited and stopped
 
+from agentrl.core import tool_call as call
+
 ECHO, FLIGHTS = "agentrl/Echo-v0", "agentrl/Flights-v0"
 OPENENV = "OpenEnv echo"
 SERVER_PROCESSES = 2  # of a cluster that `served` starts (`--processes 2`, two Ray actors)
@@ -39,10 +41,6 @@ RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"
 
 
 # --- the actions ---------------------------------------------------------------------------------
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
 def action_for(env_id: str, info: dict[str, Any]) -> str:
     """A real tool call: Echo echoes; Flights runs a search query against the episode's database."""
     if env_id == FLIGHTS:

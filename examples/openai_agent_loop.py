@@ -13,7 +13,6 @@ behind a policy (`ChatPolicy`). Works with any OpenAI-compatible chat-completion
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
@@ -21,6 +20,7 @@ import gymnasium as gym
 import httpx
 
 import agentrl  # noqa: F401  (registers the env ids)
+from agentrl.core import tool_call
 from agentrl.core.tool_calls import task_text, tool_calls_action, tool_messages
 from agentrl.driver import Episode, play
 
@@ -64,8 +64,7 @@ class ChatPolicy:
         self.messages.append({k: v for k, v in message.items() if v is not None})
         self.calls = list(message.get("tool_calls") or [])
         if not self.calls:  # a reply without tools is the final answer
-            action = json.dumps({"name": "finish", "arguments": {"answer": message.get("content") or ""}})
-            return f"<tool_call>{action}</tool_call>"
+            return tool_call("finish", answer=message.get("content") or "")
         return tool_calls_action(self.calls)
 
     def observe(self, observation: str) -> None:

@@ -19,13 +19,13 @@ ignore it.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrl.code_envs.workspace import FileTree
+from agentrl.core.parsing import tool_call
 
 if TYPE_CHECKING:
     from agentrl.sandbox_server import Sandbox
@@ -140,7 +140,7 @@ def call(name: str, **arguments: Any) -> tuple[str, dict[str, Any]]:
     return name, arguments
 
 
-def as_action(tool_call: tuple[str, dict[str, Any]]) -> str:
+def as_action(reference: tuple[str, dict[str, Any]]) -> str:
     """One reference call in the raw-text format a model writes."""
-    name, arguments = tool_call
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+    name, arguments = reference
+    return tool_call(name, **arguments)

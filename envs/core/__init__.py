@@ -5,7 +5,7 @@ the server and the clients agree on one shape of each.
 """
 
 from agentrl.core.base import EpisodeOverError, TextEnv, ToolEnv
-from agentrl.core.parsing import ParsedCall, ParseFailure, parse_tool_calls
+from agentrl.core.parsing import ParsedCall, ParseFailure, parse_tool_calls, tool_call
 from agentrl.core.results import StepResult
 from agentrl.core.spaces import TextSpace
 from agentrl.core.tools import Tool, ToolError, tool, tool_response
@@ -22,5 +22,6 @@ __all__ = [
     "ToolError",
     "parse_tool_calls",
     "tool",
+    "tool_call",
     "tool_response",
 ]

@@ -137,6 +137,12 @@ def decode_call(body: str) -> ParsedCall | ParseFailure:
     return ParsedCall(name=name, arguments=arguments)
 
 
+def tool_call(name: str, **arguments: Any) -> str:
+    """One call as a model writes it, the text `parse_tool_calls` reads back as `ParsedCall(name,
+    arguments)`: for scripted policies, oracles and tests, so that each writes calls one way."""
+    return CALL_OPEN + json.dumps({"name": name, "arguments": arguments}) + CALL_CLOSE
+
+
 def parse_tool_calls(text: str, max_calls: int = 16) -> list[ParsedCall | ParseFailure]:
     """All calls in `text`, in order; an unclosed or surplus call becomes a `ParseFailure`."""
     items: list[ParsedCall | ParseFailure] = []

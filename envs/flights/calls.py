@@ -1,4 +1,5 @@
-"""Tool calls as a Flights-v0 policy writes and reads them: one call's text, the last response."""
+"""Tool calls as a Flights-v0 policy reads them: the last response, the tools listed (a call is
+written by `agentrl.core.tool_call`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,6 @@ from agentrl.core.tools import TOOL_RESPONSE
 
 # a tool of the first observation's list: a JSON schema (full mode) or a signature line (compact)
 _TOOL_NAME = re.compile(r'\{"type": "function", "function": \{"name": "(\w+)"|^(\w+)\(.*\): ', re.MULTILINE)
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def last_response(observation: str) -> tuple[str | None, Any, str | None]:

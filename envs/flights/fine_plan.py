@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrl.core import ParsedCall, parse_tool_calls, tool_response
-from agentrl.flights.calls import call, granularity_of, last_response
+from agentrl.core.parsing import tool_call
+from agentrl.flights.calls import granularity_of, last_response
 from agentrl.flights.compact import search_results
 
 EXPANDED = ("search_flights", "book_flight", "change_booking")
@@ -42,11 +43,11 @@ class FinePlan:
     def first(self) -> str:
         a = self.arguments
         if self.name == "search_flights":
-            self.current = call("search_flights", **a)
+            self.current = tool_call("search_flights", **a)
         elif self.name == "book_flight":
-            self.current = call("quote_fare", **self._pick("flight_id", "cabin", "passenger_ids"))
+            self.current = tool_call("quote_fare", **self._pick("flight_id", "cabin", "passenger_ids"))
         else:
-            self.current = call("quote_change", **self._pick("pnr", "new_flight_id"))
+            self.current = tool_call("quote_change", **self._pick("pnr", "new_flight_id"))
         return self.current
 
     def feed(self, name: str | None, content: Any, error: str | None) -> str | tuple[str, Any, str | None]:
@@ -58,16 +59,18 @@ class FinePlan:
         if name in {"search_flights", "results_page"}:
             self.results += search_results(content)
             if content["page"] < content["pages"]:
-                self.current = call("results_page", page=content["page"] + 1)
+                self.current = tool_call("results_page", page=content["page"] + 1)
                 return self.current
             return self.name, {"count": len(self.results), "results": self.results}, None
         if name in {"quote_fare", "quote_change"}:
-            self.current = call(
+            self.current = tool_call(
                 "hold_seats", quote_id=content["quote_id"], **self._pick("seat", "seat_preference")
             )
             return self.current
         if name == "hold_seats":
-            self.current = call("confirm_hold", hold_id=content["hold_id"], **self._pick("payment_method_id"))
+            self.current = tool_call(
+                "confirm_hold", hold_id=content["hold_id"], **self._pick("payment_method_id")
+            )
             return self.current
         return self.name, content, None
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.core.parsing import tool_call
 from agentrl.core.tools import TOOL_RESPONSE
-from agentrl.flights.calls import call, granularity_of, last_response
+from agentrl.flights.calls import granularity_of, last_response
 from agentrl.flights.compact import search_results
 from agentrl.flights.fine_plan import FinePlan
 from agentrl.flights.text import CANCEL_NOTICE_HOURS, MAX_PASSENGERS
@@ -113,7 +114,7 @@ class OraclePolicy:
         if "fares" in error or "taken" in error or "left" in error:
             self.results, self.chosen = None, None
             return self._next()
-        return call("finish", outcome="infeasible", message=f"I could not do it: {error}")
+        return tool_call("finish", outcome="infeasible", message=f"I could not do it: {error}")
 
     def _start(self, observation: str) -> None:
         self.granularity = granularity_of(observation)
@@ -214,7 +215,7 @@ class OraclePolicy:
         return self.request["payment_method_id"]
 
     def _finish_without_flight(self) -> str:
-        return call(
+        return tool_call(
             "finish", outcome="infeasible", message="No flight satisfies your request; nothing was changed."
         )
 
@@ -222,13 +223,13 @@ class OraclePolicy:
     def _next(self) -> str:
         r = self.request
         if self.acted:
-            return call("finish", outcome="done", message="All done: your request has been carried out.")
+            return tool_call("finish", outcome="done", message="All done: your request has been carried out.")
         if r["pnr"] and self.booking is None:
-            return call("get_booking", pnr=r["pnr"])
+            return tool_call("get_booking", pnr=r["pnr"])
         if self.unchecked and not self.owner_found:
-            return call("get_passenger", passenger_id=self.unchecked[0])
+            return tool_call("get_passenger", passenger_id=self.unchecked[0])
         if (reason := self._refusal()) is not None:
-            return call(
+            return tool_call(
                 "finish", outcome="refused", message=f"Sorry, our policy does not allow this ({reason})."
             )
         if self.granularity == "coarse":
@@ -238,11 +239,11 @@ class OraclePolicy:
         chosen = self.chosen
         assert chosen is not None, "no call left to choose by: a flight is chosen"
         if r["action"] == "cancel_and_book" and not self.cancelled:
-            return call("cancel_booking", pnr=r["pnr"])
+            return tool_call("cancel_booking", pnr=r["pnr"])
         seat = {"seat_preference": r["seat_position"]} if r["seat_position"] else {}
         if r["action"] == "change":
-            return call("change_booking", pnr=r["pnr"], new_flight_id=chosen["flight_id"], **seat)
-        return call(
+            return tool_call("change_booking", pnr=r["pnr"], new_flight_id=chosen["flight_id"], **seat)
+        return tool_call(
             "book_flight",
             flight_id=chosen["flight_id"],
             cabin=r["cabin"],
@@ -256,10 +257,12 @@ class OraclePolicy:
         a flight is chosen."""
         r = self.request
         if self.results is None:
-            return call("search_flights", origin=r["origin"], destination=r["destination"], date=r["date"])
+            return tool_call(
+                "search_flights", origin=r["origin"], destination=r["destination"], date=r["date"]
+            )
         if self.chosen is None and r["seat_position"] and self.candidates:
             flight = self.candidates[0]["flight_id"]
-            return call("check_seats", flight_id=flight, cabin=r["cabin"], position=r["seat_position"])
+            return tool_call("check_seats", flight_id=flight, cabin=r["cabin"], position=r["seat_position"])
         if self.chosen is None:
             return self._finish_without_flight()
         return None
@@ -285,13 +288,13 @@ class OraclePolicy:
             if before < 0:
                 return self._finish_without_flight()
             window["depart_before"] = min(r["depart_before"], f"{before // 60:02d}:{before % 60:02d}")
-            return call("change_to_best", pnr=r["pnr"], **window, **extra)
+            return tool_call("change_to_best", pnr=r["pnr"], **window, **extra)
         origin, destination = self._macro_route()
         where = {"origin": origin, "destination": destination, "date": r["date"], "cabin": r["cabin"]}
         pay = {"payment_method_id": self._payment_method()}
         if r["action"] == "cancel_and_book":
-            return call("rebook", pnr=r["pnr"], **where, **pay, **window, **extra)
-        return call("book_best", **where, passenger_ids=r["passengers"], **pay, **window, **extra)
+            return tool_call("rebook", pnr=r["pnr"], **where, **pay, **window, **extra)
+        return tool_call("book_best", **where, passenger_ids=r["passengers"], **pay, **window, **extra)
 
 
 class RandomPolicy:
@@ -320,25 +323,25 @@ class RandomPolicy:
         passenger = self._pick(self.passengers)
         outcome = ("done", "infeasible", "refused")[int(self.rng.choice(3, p=[0.8, 0.1, 0.1]))]
         choices = [
-            call(
+            tool_call(
                 "search_flights",
                 origin=self._pick(self.airports),
                 destination=self._pick(self.airports),
                 date=self.date,
             ),
-            call("filter_flights", sort_by=self._pick(("price", "departure"))),
-            call("get_flight", flight_id=flight),
-            call("check_seats", flight_id=flight, cabin=cabin),
-            call("get_passenger", passenger_id=passenger),
-            call(
+            tool_call("filter_flights", sort_by=self._pick(("price", "departure"))),
+            tool_call("get_flight", flight_id=flight),
+            tool_call("check_seats", flight_id=flight, cabin=cabin),
+            tool_call("get_passenger", passenger_id=passenger),
+            tool_call(
                 "book_flight",
                 flight_id=flight,
                 cabin=cabin,
                 passenger_ids=[passenger],
                 payment_method_id=self._pick(self.methods),
             ),
-            call("get_booking", pnr="ABC123"),
-            call(
+            tool_call("get_booking", pnr="ABC123"),
+            tool_call(
                 "finish",
                 outcome=outcome,
                 message=self._pick(("Done.", "Booked it.", "There is no such flight.")),
@@ -350,7 +353,7 @@ class RandomPolicy:
 
 def do_nothing_policy(observation: str, info: dict[str, Any]) -> str:
     """Ends at once without acting: must score 0 on every task."""
-    return call("finish", outcome="done", message="Done.")
+    return tool_call("finish", outcome="done", message="Done.")
 
 
 # --- SFT data -------------------------------------------------------------------------------

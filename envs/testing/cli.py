@@ -15,9 +15,10 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from agentrl.core.parsing import tool_call
 from agentrl.registration import ENV_ENTRY_POINTS, import_env_modules
 from agentrl.testing.contract import PROMISES, ContractBroken, ContractUnavailable, check_contract
-from agentrl.testing.plays import PLAYS, Play, call, register
+from agentrl.testing.plays import PLAYS, Play, register
 
 # an argument of each JSON-schema type, for a call that is well formed if not wise
 PLACEHOLDERS: dict[str, Any] = {"string": "a", "integer": 0, "number": 0, "boolean": False, "array": [],
@@ -51,7 +52,7 @@ def probe_actions(env: Any) -> Iterator[str]:
     specs = env.tool_specs() if hasattr(env, "tool_specs") else []
     for spec in specs:
         function = spec.get("function") or {}
-        yield call(function.get("name", ""), **placeholder_arguments(function.get("parameters") or {}))
+        yield tool_call(function.get("name", ""), **placeholder_arguments(function.get("parameters") or {}))
     while True:
         yield PROBE_TEXT
 

@@ -9,7 +9,6 @@ function of the env just reset: it reads the task from the env (or its latest ob
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentrl.core.parsing import tool_call
 from agentrl.registration import register_env
 
 # actions from a reset: a list, or what yields them given the env just reset (its task, its messages)
@@ -44,20 +44,15 @@ class Play:
     requires: Callable[[Mapping[str, Any]], str | None] | None = None
 
 
-def call(name: str, **arguments: Any) -> str:
-    """A tool call as a model writes it."""
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
 def latest_observation(env: Any) -> str:
     return env.messages[-1]["content"]
 
 
 # --- the envs' oracles and routes -------------------------------------------------------------
 def echo_oracle(env: Any) -> Iterator[str]:
-    yield call("echo", text="hello")
+    yield tool_call("echo", text="hello")
     secret = re.search(r"word '(\w+)'", env.messages[0]["content"])
-    yield call("finish", answer=secret.group(1) if secret else "")
+    yield tool_call("finish", answer=secret.group(1) if secret else "")
 
 
 def flights_oracle(env: Any) -> Iterator[str]:
@@ -71,8 +66,8 @@ def flights_oracle(env: Any) -> Iterator[str]:
 def flights_routes(env: Any) -> tuple[list[str], list[str]]:
     """Two searches in either order, then the last one again (filters and pages read the last)."""
     origin, destination, day = env.task.route
-    there = call("search_flights", origin=origin, destination=destination, date=day)
-    back = call("search_flights", origin=destination, destination=origin, date=day)
+    there = tool_call("search_flights", origin=origin, destination=destination, date=day)
+    back = tool_call("search_flights", origin=destination, destination=origin, date=day)
     return [there, back, back], [back, there, back]
 
 
@@ -95,7 +90,7 @@ def tau_oracle(env: Any) -> list[str]:
 
 
 def tau_routes(env: Any) -> tuple[list[str], list[str]]:
-    user, flights = call("get_user_details", user_id=env.task.user_id), call("list_all_airports")
+    user, flights = tool_call("get_user_details", user_id=env.task.user_id), tool_call("list_all_airports")
     return [user, flights], [flights, user]
 
 
@@ -103,16 +98,17 @@ def sandbox_oracle(env: Any) -> list[str]:
     """The task's reference solution."""
     from agentrl.code_envs.tasks import as_action
 
-    return [as_action(tool_call) for tool_call in env.task.solution]
+    return [as_action(reference) for reference in env.task.solution]
 
 
 def sandbox_routes(env: Any) -> tuple[list[str], list[str]]:
-    first, second = (call("execute_bash", command=f"echo {word}") for word in ("one", "two"))
+    first, second = (tool_call("execute_bash", command=f"echo {word}") for word in ("one", "two"))
     return [first, second], [second, first]
 
 
 def sandbox_other_routes(env: Any) -> tuple[list[str], list[str]]:
-    return [call("execute_bash", command="echo one")], [call("write_file", path="new.txt", content="x")]
+    written = tool_call("write_file", path="new.txt", content="x")
+    return [tool_call("execute_bash", command="echo one")], [written]
 
 
 def needs_data_dir(env_kwargs: Mapping[str, Any]) -> str | None:
@@ -142,7 +138,7 @@ def needs_docker(env_kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-ECHO_A, ECHO_B = call("echo", text="a"), call("echo", text="b")
+ECHO_A, ECHO_B = tool_call("echo", text="a"), tool_call("echo", text="b")
 # containers cost about a second each: two seeds, a short command timeout
 SANDBOX_PLAY = Play(sandbox_oracle, env_kwargs={"command_timeout_s": 5.0, "pool_size": 2}, seeds=(0, 1),
                     same_state=sandbox_routes, other_state=sandbox_other_routes, requires=needs_docker)

@@ -4,7 +4,6 @@ holder's episodes replayed into another with the same observations."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import gymnasium as gym
@@ -15,13 +14,10 @@ from cluster_helpers import ECHO, FLIGHTS
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient, EnvClient, UnknownEpisodeError
 from agentrl.client.cluster import EpisodeLostError
+from agentrl.core import tool_call as call
 from agentrl.protocol import EpisodeEndedError
 
 pytestmark = pytest.mark.slow
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def actions(env_id: str, seed: int, steps: int) -> list[str]:

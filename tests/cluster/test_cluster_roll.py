@@ -6,7 +6,6 @@ observations, rewards and end flags as in-process. The p99 step latency during t
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 
@@ -16,16 +15,13 @@ from cluster_helpers import ECHO, FLIGHTS, START_TIMEOUT_S, ServedCluster, check
 
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient
+from agentrl.core import tool_call as call
 from agentrl.server.cluster.pool import StaticPool, cluster_app
 from agentrl.serving.roll import RollError, roll
 
 SHORT, LONG = 12, 4  # episodes stepping at once: short ones (ended and begun again), long ones
 LONG_TURNS = 400  # a long episode outlasts the roll: its holder is stopped under it, past the bound
 WITHIN_S = 1.5
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def action(env_id: str, seed: int, k: int) -> str:

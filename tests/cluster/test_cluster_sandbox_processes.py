@@ -6,7 +6,6 @@ Real processes, the real Docker engine, loopback only."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import threading
 import time
@@ -20,6 +19,7 @@ from cluster_helpers import ServedCluster, ServedSandboxes, answers, need_docker
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import EnvClient
 from agentrl.client.cluster import EpisodeLostError
+from agentrl.core import tool_call as call
 from agentrl.sandbox_server import (
     AsyncSandboxCluster,
     SandboxCluster,
@@ -42,10 +42,6 @@ def sandboxes() -> Iterator[ServedSandboxes]:
         yield served
     finally:
         served.stop()
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def test_sandboxes_spread_over_the_servers_and_calls_go_to_their_holder(sandboxes):

@@ -6,7 +6,6 @@ flags as in-process, and the map reports the lost node's holder `down`."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from cluster_helpers import ECHO, FLIGHTS, RAY_ENV, START_TIMEOUT_S, ServedClust
 
 import agentrl  # noqa: F401  (registers the env ids)
 from agentrl.client import AsyncEnvClient
+from agentrl.core import tool_call as call
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 EPISODES, STEPS, KILL_AT = 18, 6, 3
@@ -53,10 +53,6 @@ def raylet_pid(node) -> int:
 
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def script(env_id: str, seed: int) -> list[str]:

@@ -5,7 +5,6 @@ replayed into the other node's, with the same observations."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,13 +16,10 @@ from cluster_helpers import RAY_ENV, START_TIMEOUT_S, ServedCluster, kill_listen
 from support import free_port
 
 from agentrl.client import EnvClient
+from agentrl.core import tool_call as call
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.ray]
 BASH = "agentrl/Bash-v0"
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,12 +12,9 @@ from support import step_actions
 from agentrl.code_envs.bash_env import BashEnv
 from agentrl.code_envs.code_env import CodeEnv
 from agentrl.code_envs.tasks import Task, as_action
+from agentrl.core import tool_call as call  # noqa: F401  (the one way to write a call, for the tests that import it here)
 
 ENV_CLASSES = {"agentrl/Bash-v0": BashEnv, "agentrl/Code-v0": CodeEnv}
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def task_of(env_id: str, family: str, seed: int, split: str = "train") -> Task:

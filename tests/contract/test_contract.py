@@ -17,10 +17,9 @@ from pydantic import BaseModel, Field
 from support import unavailable
 
 import agentrl  # noqa: F401  (registers the ids)
-from agentrl.core import ToolEnv, tool
+from agentrl.core import ToolEnv, tool, tool_call
 from agentrl.registration import ENV_ENTRY_POINTS
 from agentrl.testing import PLAYS, ContractBroken, ContractUnavailable, Play, check_contract, register
-from agentrl.testing.plays import call
 
 TAU_DATA = Path(__file__).parents[1] / "tau_airline" / "data"
 ENV_KWARGS = {"agentrl/TauAirline-v0": {"data_dir": str(TAU_DATA)}}
@@ -28,8 +27,8 @@ ENV_KWARGS = {"agentrl/TauAirline-v0": {"data_dir": str(TAU_DATA)}}
 
 # MCP-v0 plays the tests' notebook server (tests/mcp/servers) in process isolation
 def mcp_oracle(env):
-    calls = [call(c["name"], **c["arguments"]) for c in env.task.oracle]
-    return [*calls, call("finish", answer=env.task.answer)]
+    calls = [tool_call(c["name"], **c["arguments"]) for c in env.task.oracle]
+    return [*calls, tool_call("finish", answer=env.task.answer)]
 
 
 def needs_mcp(env_kwargs):
@@ -47,7 +46,7 @@ MCP_TASKS = [{"id": f"notes-{n}", "split": "train", "prompt": f"Store b={n}, the
                          "state": [{"name": "get", "arguments": {"key": "b"}, "contains": [str(n)]}]},
               "oracle": [{"name": "put", "arguments": {"key": "b", "value": str(n)}},
                          {"name": "get", "arguments": {"key": "a"}}]} for n in range(2)]
-PUT_X, PUT_Y = call("put", key="x", value="1"), call("put", key="y", value="2")
+PUT_X, PUT_Y = tool_call("put", key="x", value="1"), tool_call("put", key="y", value="2")
 PLAYS["agentrl/MCP-v0"] = Play(
     mcp_oracle, seeds=(0,), same_state=([PUT_X, PUT_Y], [PUT_Y, PUT_X]), other_state=([PUT_X], [PUT_Y]),
     requires=needs_mcp,
@@ -90,9 +89,9 @@ class CounterEnv(ToolEnv):
         return self.total
 
 
-ADD_2, ADD_3, TARGET = call("add", n=2), call("add", n=3), call("show_target")
+ADD_2, ADD_3, TARGET = tool_call("add", n=2), tool_call("add", n=3), tool_call("show_target")
 # same state: the same facts shown, in either order; other state: another total
-COUNTER = Play([ADD_2, ADD_3, call("finish")], same_state=([TARGET, ADD_2], [ADD_2, TARGET]),
+COUNTER = Play([ADD_2, ADD_3, tool_call("finish")], same_state=([TARGET, ADD_2], [ADD_2, TARGET]),
                other_state=([ADD_2], [ADD_3]))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import gymnasium as gym
@@ -13,10 +12,7 @@ from hypothesis import strategies as st
 
 import agentrl
 from agentrl.core import EpisodeOverError, TextSpace
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+from agentrl.core import tool_call as call
 
 
 def test_registered_ids_make_both_ways():

@@ -7,13 +7,25 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentrl.core import ParsedCall, ParseFailure, parse_tool_calls
+from agentrl.core import ParsedCall, ParseFailure, parse_tool_calls, tool_call
 from agentrl.core.parsing import decode_call
 
 
 def test_single_call_with_arguments():
     [call] = parse_tool_calls('hi <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>')
     assert call == ParsedCall("f", {"x": 1})
+
+
+@given(
+    st.from_regex(r"[a-z_]{1,12}", fullmatch=True),
+    st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+                    st.one_of(st.integers(-10**6, 10**6), st.booleans(),
+                              st.text(st.characters(exclude_categories=("Cs",)), max_size=20)), max_size=4),
+)
+def test_a_written_call_reads_back_as_itself(name, arguments):
+    """`tool_call` is `parse_tool_calls`' inverse: scripted policies, oracles and tests write calls
+    with it, so what they write must be what the env reads."""
+    assert parse_tool_calls(tool_call(name, **arguments)) == [ParsedCall(name, arguments)]
 
 
 def test_args_spelling_and_string_arguments_are_accepted():

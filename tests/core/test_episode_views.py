@@ -7,7 +7,6 @@ copy while the episode is played, from what `reset` and `step` return."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import gymnasium as gym
@@ -15,6 +14,7 @@ import pytest
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.agent_train.search_oracle import oracle_episode
+from agentrl.core import tool_call as call
 from agentrl.core.trajectory import transcript
 from agentrl.demo import play_episode
 from agentrl.flights.oracle import OraclePolicy, RandomPolicy, record_chat, to_chat
@@ -49,10 +49,6 @@ def kept_by_hand(env: Any, policy: Any, seed: int, options: dict[str, Any] | Non
     kept["terminated"] = terminated
     kept["final_progress"] = info.get("progress")
     return messages, kept
-
-
-def call(name: str, **arguments: str) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 class EchoPolicy:

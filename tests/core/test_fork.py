@@ -10,11 +10,8 @@ import pytest
 
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.core import EpisodeOverError, StepResult, TextEnv
+from agentrl.core import tool_call as call
 from agentrl.echo import EchoEnv
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 class DiceEnv(TextEnv):

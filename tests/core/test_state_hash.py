@@ -14,13 +14,10 @@ import gymnasium as gym
 import pytest
 
 import agentrl  # noqa: F401  (registers the ids)
+from agentrl.core import tool_call as call
 from agentrl.core.state_hash import canonical, state_hash
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tau_airline"))
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def hashes(env, seed: int, actions: list[str], **reset) -> list[str]:

@@ -8,12 +8,9 @@ import gymnasium as gym
 import pytest
 
 import agentrl  # noqa: F401  (registers the ids)
+from agentrl.core import tool_call as call
 from agentrl.core.trajectory import TRAJECTORY_FORMAT, transcript
 from agentrl.echo import EchoEnv
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def roundtrip(record: dict) -> dict:

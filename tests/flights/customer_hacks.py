@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from agentrl.core import tool_call as call
 from agentrl.flights.asking import AskFirst, read_request
-from agentrl.flights.oracle import OraclePolicy, call, last_response, parse_now, request_text
+from agentrl.flights.oracle import OraclePolicy, last_response, parse_now, request_text
 
 # a question that asks for everything and names nothing the keyword rules know
 VAGUE_QUESTION = "Please tell me everything about your trip."

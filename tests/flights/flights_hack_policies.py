@@ -15,9 +15,10 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from agentrl.core import tool_call as call
 from agentrl.flights.compact import search_results
 from agentrl.flights.geography import AIRPORT_CITY
-from agentrl.flights.oracle import OraclePolicy, call, last_response, parse_request, request_text
+from agentrl.flights.oracle import OraclePolicy, last_response, parse_request, request_text
 from agentrl.flights.task_ids import keyed_id
 from agentrl.flights.tasks import FAMILIES, LEVELS, TASKS
 

@@ -16,8 +16,9 @@ import gymnasium as gym
 from flights_hack_policies import BareMacro, CityLevel, _Greedy
 from flights_hacks import NOT_APPLICABLE, hacks, play
 
+from agentrl.core import tool_call as call
 from agentrl.flights.fine_plan import FineAdapter
-from agentrl.flights.oracle import OraclePolicy, call
+from agentrl.flights.oracle import OraclePolicy
 from agentrl.flights.tasks import FAMILIES, LEVELS, OUTCOME_BLOCK, planned_outcome
 
 # At the coarse level change_to_best stays on the booking's route by construction (no other

@@ -8,11 +8,12 @@ import gymnasium as gym
 import pytest
 from support import unavailable
 
+from agentrl.core import tool_call as call
 from agentrl.demo import play_episode
 from agentrl.flights.calls import granularity_of, last_response, tool_names
 from agentrl.flights.compact import COLUMNS, search_results
 from agentrl.flights.granularity import GRANULARITIES
-from agentrl.flights.oracle import OraclePolicy, call, parse_now, parse_request
+from agentrl.flights.oracle import OraclePolicy, parse_now, parse_request
 from agentrl.flights.tasks import FAMILIES, LEVELS, SPLITS
 
 FLIGHTS = "agentrl/Flights-v0"

@@ -9,6 +9,7 @@ import gymnasium as gym
 import pytest
 
 import agentrl  # noqa: F401  (registers the ids)
+from agentrl.core import tool_call as call
 from agentrl.demo import play_episode
 from agentrl.flights.asking import QUESTIONS, AskFirst, read_request
 from agentrl.flights.customer import (
@@ -19,7 +20,7 @@ from agentrl.flights.customer import (
     answers,
     asked,
 )
-from agentrl.flights.oracle import OraclePolicy, call
+from agentrl.flights.oracle import OraclePolicy
 from agentrl.flights.tasks import FAMILIES, LEVELS
 from agentrl.server.config import ServerConfig
 from agentrl.server.local import serve_in_thread

@@ -9,8 +9,8 @@ import pytest
 from customer_hacks import CUSTOMER_HACKS, NeverAsk
 from flights_hacks import measure, play
 
+from agentrl.core import tool_call as call
 from agentrl.flights.asking import QUESTIONS
-from agentrl.flights.oracle import call
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
 N_SEEDS = 5  # per family

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from support import AppServer, chat_app
 
+from agentrl.core import tool_call as call
 from agentrl.core.users import UserModelError
 from agentrl.demo import play_episode
 from agentrl.flights.asking import QUESTIONS, AskFirst
 from agentrl.flights.customer import FACTS_HEADING, GREETING, LLM_GUIDELINES, UNKNOWN_REPLY, asked
-from agentrl.flights.oracle import OraclePolicy, call
+from agentrl.flights.oracle import OraclePolicy
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
 SEEDS = range(90_000, 90_004)  # per family

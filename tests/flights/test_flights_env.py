@@ -12,10 +12,11 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from agentrl.core import tool_call as call
 from agentrl.demo import play_episode
 from agentrl.flights.env import FlightsEnv
 from agentrl.flights.geography import AIRPORT_CITY, CITY_AIRPORTS
-from agentrl.flights.oracle import OraclePolicy, RandomPolicy, call, last_response, parse_request
+from agentrl.flights.oracle import OraclePolicy, RandomPolicy, last_response, parse_request
 from agentrl.flights.tasks import FAMILIES
 
 PUBLIC_INFO = {"task_id", "split", "tools", "progress", "turn", "state_hash"}

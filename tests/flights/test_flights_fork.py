@@ -12,8 +12,9 @@ import json
 import pytest
 
 from agentrl.core import EpisodeOverError
+from agentrl.core import tool_call as call
 from agentrl.flights.desk_tools import BUSY
-from agentrl.flights.oracle import OraclePolicy, call, last_response
+from agentrl.flights.oracle import OraclePolicy, last_response
 
 # (seed, family): bookings, a cancel-and-rebook, a change, a multi-passenger booking, an infeasible one
 EPISODES = [(4, "cheapest"), (2, "cancel_rebook"), (5, "change_earlier"), (1, "multi_pax"), (4, "seat"),

@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentrl  # noqa: F401
+from agentrl.core import tool_call as call
 from agentrl.core.state_hash import canonical, state_hash, text_digest
 from agentrl.flights.changes import changed_rows
 from agentrl.flights.invariants import violations
-from agentrl.flights.oracle import call
 from agentrl.flights.world import CABINS, CAPACITY
 
 ENV = gym.make("agentrl/Flights-v0", stochastic=True, max_turns=60).unwrapped

@@ -6,8 +6,9 @@ import math
 
 from flights_hack_policies import NOBODYS_CARD
 
+from agentrl.core import tool_call as call
 from agentrl.flights.generation import generate_world
-from agentrl.flights.oracle import call, last_response
+from agentrl.flights.oracle import last_response
 from agentrl.flights.tasks import FAMILIES, LEVELS, make_task
 
 SEEDS = range(90_000, 90_060)

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from agentrl.core import tool_call as call
 from agentrl.demo import export_oracle_jsonl, play_episode
-from agentrl.flights.oracle import OraclePolicy, call, parse_request
+from agentrl.flights.oracle import OraclePolicy, parse_request
 from agentrl.flights.tasks import FAMILIES, LEVELS, N_INFEASIBLE, N_REFUSED, OUTCOME_BLOCK
 
 N_TASKS = OUTCOME_BLOCK  # per family and split: one block, so every outcome is there

@@ -5,7 +5,7 @@ SQL; tests/flights/test_flights_invariants.py checks prices and seats after rand
 
 from collections import Counter
 
-from agentrl.flights.calls import call
+from agentrl.core import tool_call as call
 from agentrl.flights.world import CAPACITY
 
 

@@ -12,11 +12,12 @@ from flights_hacks import BLIND_RANKS, play
 from granularity_hacks import measure_at, sample_seeds
 from granularity_lengths import play_oracle
 
+from agentrl.core import tool_call as call
 from agentrl.flights.coarse import CoarseFlightsEnv
 from agentrl.flights.env import FlightsEnv
 from agentrl.flights.fine import HOLD_TURNS, PAGE_SIZE, FineFlightsEnv
 from agentrl.flights.granularity import CLASSES, GRANULARITIES, make_flights_env
-from agentrl.flights.oracle import OraclePolicy, call, last_response
+from agentrl.flights.oracle import OraclePolicy, last_response
 from agentrl.flights.tasks import FAMILIES, LEVELS
 
 COARSE = [

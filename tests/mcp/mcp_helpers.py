@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agentrl.core import tool_call as call
 from agentrl.mcp import FinalState
 
 NOTEBOOK = Path(__file__).parent / "servers" / "notebook.py"
@@ -42,10 +43,6 @@ def task(task_id: str, split: str = "train", **fields: Any) -> dict[str, Any]:
 
 
 TASKS = [task("notes-0"), task("notes-1"), task("notes-2", split="test")]
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def oracle_actions(raw: dict[str, Any], answer: str = "1") -> list[str]:

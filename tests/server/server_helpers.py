@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
+from agentrl.core import tool_call as call  # noqa: F401  (the one way to write a call, for the tests that import it here)
 
 ECHO = "agentrl/Echo-v0"
 FLIGHTS = "agentrl/Flights-v0"
 
 
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"

@@ -9,13 +9,11 @@ from typing import Any
 
 from support import step_actions
 
+from agentrl.core import tool_call as call
+
 DATA = Path(__file__).parent / "data"
 DATA_TAU2 = Path(__file__).parent / "data_tau2"  # the same invented domain in τ²-bench's layout
 TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def responses(observation: str) -> list[dict[str, Any]]:

@@ -10,7 +10,8 @@ import pytest
 import agentrl  # noqa: F401  (registers the ids)
 from agentrl.agent_train.models import build_tiny_tokenizer
 from agentrl.agent_train.sft import SFTConfig, episodes_of, load_episodes
-from agentrl.flights.oracle import OraclePolicy, call
+from agentrl.core import tool_call as call
+from agentrl.flights.oracle import OraclePolicy
 from agentrl.registration import make_env
 
 

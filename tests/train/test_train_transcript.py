@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 
 import gymnasium as gym
 import pytest
@@ -16,12 +15,9 @@ from agentrl.agent_train.grpo import group_advantages
 from agentrl.agent_train.rollout import RolloutLimits, Rollouts, driver_factory, run_episode
 from agentrl.agent_train.train import select_samples
 from agentrl.agent_train.transcript import Transcript, encode, render
+from agentrl.core import tool_call as call
 
 ECHO = "agentrl/Echo-v0"
-
-
-def call(name: str, **arguments: str) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def secret_of(seed: int) -> str:

@@ -10,14 +10,11 @@ from ui_helpers import ECHO, FLIGHTS, TOKEN, served
 
 import agentrl.server.transcript as transcript_module
 from agentrl.cli import build_parser
+from agentrl.core import tool_call as call
 from agentrl.server.cli import config_from_args
 from agentrl.server.local import serve_in_thread
 from agentrl.server.transcript import WatchTranscript
 from agentrl.server.ui.render import text_html, tool_forms
-
-
-def call(name: str, **arguments) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 @pytest.fixture()

@@ -11,12 +11,9 @@ import httpx
 import pytest
 from ui_helpers import ECHO, FLIGHTS, TOKEN
 
+from agentrl.core import tool_call as call
 from agentrl.core.parsing import ParsedCall, parse_tool_calls
 from agentrl.flights.oracle import OraclePolicy
-
-
-def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def oracle_seed() -> int:
