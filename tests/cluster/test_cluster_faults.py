@@ -206,9 +206,9 @@ def test_a_slow_holder_within_the_timeout_keeps_its_episode(cluster):
         pid = cluster.holder_pid(holder)
         os.kill(pid, signal.SIGSTOP)
         resume = threading.Timer(1.0, os.kill, (pid, signal.SIGCONT))
+        began = time.monotonic()  # before the timer starts: the holder is stopped for 1 s from here on
         resume.start()
         try:
-            began = time.monotonic()
             seen = client.step(made.episode_id, echo("d")).observation
             took = time.monotonic() - began
         finally:
